@@ -1,0 +1,66 @@
+"""Make TRL 1.15's GRPOTrainer run where Triton cannot (CPU-only machines).
+
+TRL 1.15 (the newest release Unsloth 2026.10.9 accepts) computes per-token log-probabilities with a Triton
+kernel and, when Triton is missing, calls ``None.apply`` on the first training step. TRL 1.16 added a
+plain-PyTorch path for exactly this case. Until the lock can move to 1.16, :func:`enable_cpu_logprobs`
+installs the equivalent plain-PyTorch function in its place; on machines where Triton imports (any CUDA
+setup) it changes nothing.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+class TorchLogProbFunction:
+    """Plain-PyTorch stand-in for ``trl.kernels.ChunkedLogProbFunction`` (same signature and outputs).
+
+    It materialises the ``[N, V]`` logits, which the Triton kernel avoids; fine for the models a CPU trains.
+    Autograd provides the backward pass.
+    """
+
+    @staticmethod
+    def apply(
+        hidden: torch.Tensor,
+        weight: torch.Tensor,
+        bias: torch.Tensor | None,
+        targets: torch.Tensor,
+        temperature: float,
+        chunk_size: int,
+        final_logit_softcapping: float | None = None,
+        logit_scale: float = 1.0,
+        outputs: tuple[str, ...] = ("log_probs",),
+    ):
+        logits = torch.nn.functional.linear(hidden, weight, bias).float() * logit_scale
+        if final_logit_softcapping is not None:
+            logits = final_logit_softcapping * torch.tanh(logits / final_logit_softcapping)
+        logits = logits / temperature
+        log_z = torch.logsumexp(logits, dim=-1)
+        target_logits = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+        log_probs = target_logits - log_z
+        entropy = log_sum_sq_probs = mean_logits = is_top1 = None
+        if "entropy" in outputs:
+            probs = torch.softmax(logits, dim=-1)
+            entropy = log_z - (probs * logits).sum(-1)
+        with torch.no_grad():
+            if "log_sum_sq_probs" in outputs:
+                log_sum_sq_probs = torch.logsumexp(2 * (logits - log_z.unsqueeze(-1)), dim=-1)
+            if "mean_logits" in outputs:
+                mean_logits = logits.mean(-1)
+            if "is_top1" in outputs:
+                is_top1 = logits.argmax(-1) == targets
+        return log_probs, entropy, log_sum_sq_probs, mean_logits, is_top1
+
+
+def enable_cpu_logprobs() -> bool:
+    """Install :class:`TorchLogProbFunction` when TRL's Triton kernel is unavailable.
+
+    Returns True when the fallback is (now) in place, False when TRL has its own kernel or fallback.
+    Idempotent; imports trl, so call it only after a possible Unsloth import.
+    """
+    import trl.trainer.utils as trl_utils
+
+    current = getattr(trl_utils, "_ChunkedLogProbFunction", NotImplemented)
+    if current is None:
+        trl_utils._ChunkedLogProbFunction = current = TorchLogProbFunction
+    return current is TorchLogProbFunction

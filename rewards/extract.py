@@ -1,0 +1,171 @@
+"""Reading completions: text from either completion format, tagged answers, final numbers, code blocks.
+
+TRL hands a reward function completions either as strings (standard datasets) or as chat message lists
+(conversational datasets). Every reward here reads them through :func:`completion_text`, so both work.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+_MAX_SCAN_CHARS = 200_000  # longer completions are cut before regex work so one runaway sample cannot stall a batch
+
+
+def completion_text(completion: Any) -> str:
+    """The text of one completion, whichever format TRL used.
+
+    >>> completion_text("plain")
+    'plain'
+    >>> completion_text([{"role": "assistant", "content": "chat"}])
+    'chat'
+    >>> completion_text(None)
+    ''
+    """
+    if completion is None:
+        return ""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, dict):
+        return _content_text(completion.get("content"))
+    if isinstance(completion, (list, tuple)):
+        messages = [m for m in completion if isinstance(m, dict)]
+        assistant = [m for m in messages if m.get("role", "assistant") == "assistant"]
+        chosen = assistant or messages
+        return _content_text(chosen[-1].get("content")) if chosen else ""
+    raise TypeError(
+        f"cannot read a completion of type {type(completion).__name__}: expected a string or a list of "
+        "chat messages like [{'role': 'assistant', 'content': '...'}]"
+    )
+
+
+def _content_text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # multimodal content parts: keep the text ones
+        return "".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return str(content)
+
+
+def extract_xml_tag(text: str, tag: str) -> str | None:
+    """Content of the last ``<tag>...</tag>`` in ``text`` (stripped), or None when absent.
+
+    >>> extract_xml_tag("<answer>\\n 42 \\n</answer>", "answer")
+    '42'
+    >>> extract_xml_tag("no tags", "answer") is None
+    True
+    """
+    matches = re.findall(rf"<{re.escape(tag)}>(.*?)</{re.escape(tag)}>", text[:_MAX_SCAN_CHARS], flags=re.DOTALL)
+    return matches[-1].strip() if matches else None
+
+
+def extract_answer(text: str) -> str | None:
+    """The ``<answer>`` content of a completion, or None.
+
+    >>> extract_answer("<reasoning>2+2</reasoning>\\n<answer>4</answer>")
+    '4'
+    """
+    return extract_xml_tag(text, "answer")
+
+
+def extract_hash_answer(text: str | None) -> str | None:
+    """The GSM8K gold answer after ``####``, or None when the marker is missing.
+
+    >>> extract_hash_answer("Half of 84 is 42.\\n#### 42")
+    '42'
+    >>> extract_hash_answer("no marker") is None
+    True
+    """
+    if not text or "####" not in text:
+        return None
+    return text.split("####")[-1].strip() or None
+
+
+def extract_boxed(text: str) -> str | None:
+    """Content of the last ``\\boxed{...}`` (nested braces allowed), or None.
+
+    >>> extract_boxed(r"so \\boxed{\\frac{1}{2}}.")
+    '\\\\frac{1}{2}'
+    """
+    text = text[:_MAX_SCAN_CHARS]
+    start = text.rfind("\\boxed{")
+    if start < 0:
+        return None
+    depth, i = 0, start + len("\\boxed")
+    for j in range(i, len(text)):
+        if text[j] == "{":
+            depth += 1
+        elif text[j] == "}":
+            depth -= 1
+            if depth == 0:
+                return text[i + 1 : j].strip()
+    return None
+
+
+_ANSWER_IS = re.compile(r"answer\s*(?:is|:)\s*\$?\s*([^\n]+?)\s*(?:\.\s|\.?$|\n)", re.IGNORECASE | re.MULTILINE)
+_NUMBER = re.compile(r"-?\$?\d[\d,]*(?:\.\d+)?%?|-?\$?\.\d+%?")
+
+
+def extract_answer_is(text: str) -> str | None:
+    """The phrase after the last "the answer is" / "answer:", or None.
+
+    >>> extract_answer_is("So the answer is 12.")
+    '12'
+    """
+    matches = _ANSWER_IS.findall(text[:_MAX_SCAN_CHARS])
+    return matches[-1].strip() if matches else None
+
+
+def extract_last_number(text: str) -> str | None:
+    """The last number written in ``text`` (as written), or None.
+
+    >>> extract_last_number("3 apples and 1,250 pears.")
+    '1,250'
+    """
+    matches = _NUMBER.findall(text[-_MAX_SCAN_CHARS:])
+    return matches[-1] if matches else None
+
+
+def normalize_number(value: Any) -> float | None:
+    """A number from text such as ``"1,000"``, ``"$3.50"``, ``"42."``, ``"15%"``; None if it is not one.
+
+    >>> normalize_number("$1,000.")
+    1000.0
+    >>> normalize_number("15%")
+    15.0
+    >>> normalize_number("forty") is None
+    True
+    """
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    text = str(value).strip().replace(",", "").replace("$", "").replace("\\$", "").replace("{}", "")
+    text = text.rstrip(".").rstrip("%").strip()
+    if not text or len(text) > 64:
+        return None
+    try:
+        number = float(text)
+    except ValueError:
+        return None
+    return number if number == number and abs(number) != float("inf") else None
+
+
+_CODE_BLOCK = re.compile(r"```[ \t]*([\w+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
+
+
+def extract_code_block(text: str, language: str | None = "python") -> str | None:
+    """The last fenced code block (preferring ``language`` blocks); an unterminated last fence counts.
+
+    >>> extract_code_block("Here:\\n```python\\nprint(1)\\n```")
+    'print(1)'
+    """
+    blocks = _CODE_BLOCK.findall(text[:_MAX_SCAN_CHARS])
+    if not blocks:
+        return None
+    preferred = [code for lang, code in blocks if language and lang.lower() in (language, language[:2])]
+    untagged = [code for lang, code in blocks if not lang]
+    chosen = (preferred or untagged or [code for _, code in blocks])[-1]
+    return chosen.strip("\n") or None
