@@ -1,0 +1,1 @@
+"""Watching a run: the metrics record, health rules, sample capture and the renderers."""

@@ -1,0 +1,78 @@
+"""metrics.jsonl: every logged training step, appended and flushed as it happens.
+
+The file is the run's durable record: the dashboard, ``show_run`` and resumed runs read it back, and
+a process that dies loses nothing that was logged. Only the main process writes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+from transformers import TrainerCallback
+
+METRICS_FILE = "metrics.jsonl"
+SUMMARY_KEYS = ("train_runtime", "train_loss", "train_samples_per_second", "train_steps_per_second")
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None if math.isnan(value) else str(value)
+    return value
+
+
+def read_metrics(path: str | Path) -> list[dict[str, Any]]:
+    """The step records of a metrics.jsonl file (or of the metrics.jsonl in a run folder)."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / METRICS_FILE
+    if not path.exists():
+        return []
+    return list(_records(path))
+
+
+def _records(path: Path) -> Iterator[dict[str, Any]]:
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            yield json.loads(line)
+        except json.JSONDecodeError:  # a line cut short by a killed process
+            continue
+
+
+class MetricsLog(TrainerCallback):
+    """Append one JSON object per logged step to ``<output_dir>/metrics.jsonl``.
+
+    Each record has ``step``, ``time`` and every metric TRL logged at that step (``reward``,
+    ``reward_std``, ``frac_reward_zero_std``, ``rewards/<name>/mean``, ...). ``kl`` is always present:
+    ``null`` when ``beta`` is 0 and TRL computes none. When a run resumes from a checkpoint, records past
+    the checkpoint's step are dropped first, so each step appears once.
+    """
+
+    def __init__(self, output_dir: str | Path):
+        self.path = Path(output_dir) / METRICS_FILE
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if not state.is_world_process_zero:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        kept = [r for r in read_metrics(self.path) if r.get("step", 0) <= state.global_step]
+        self.path.write_text("".join(json.dumps(r) + "\n" for r in kept))
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not state.is_world_process_zero or not logs:
+            return
+        if any(key in logs for key in SUMMARY_KEYS):
+            summary = {k: _json_value(v) for k, v in logs.items()}
+            (self.path.parent / "train_summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+            return
+        record = {"step": state.global_step, "time": time.time(), "kl": None}
+        record.update({key: _json_value(value) for key, value in logs.items()})
+        with self.path.open("a") as handle:
+            handle.write(json.dumps(record) + "\n")
+            handle.flush()

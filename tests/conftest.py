@@ -1,0 +1,22 @@
+import os
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory):
+    """A tiny random Qwen2 model + tokenizer on disk, built once per test session."""
+    from grpo_lite.tiny import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-model"), seed=0)
+
+
+@pytest.fixture
+def tiny_model(tiny_model_dir):
+    """A fresh (model, tokenizer) pair with LoRA, loaded through grpo_lite.load_model."""
+    from grpo_lite import load_model
+
+    return load_model(str(tiny_model_dir), lora_rank=8)

@@ -1,0 +1,67 @@
+import pytest
+
+from grpo_lite import PRESETS, ConfigError, make_config
+from grpo_lite.config import config_from_dict, load_run_yaml, resolve_options, save_run_yaml
+
+
+def test_cpu_preset_builds_a_valid_config_with_kl_on(tmp_path):
+    config = make_config("cpu-smoke", output_dir=tmp_path)
+    assert config.use_cpu and not config.bf16
+    assert config.beta == 0.04  # TRL's default is 0.0, which hides KL
+    assert config.learning_rate == 1e-3 and config.logging_steps == 1
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_every_preset_has_the_recipe_defaults_and_divisible_batches(name):
+    options = resolve_options("cpu-smoke") if name == "cpu-smoke" else {**__import__("grpo_lite.config").config.BASE, **PRESETS[name]}
+    assert options["adam_beta2"] == 0.99 and options["max_grad_norm"] == 0.1 and options["lr_scheduler_type"] == "cosine"
+    batch = options.get("per_device_train_batch_size", 8) * options.get("gradient_accumulation_steps", 1)
+    assert batch % options["num_generations"] == 0
+    if name == "t4-16gb":
+        assert options["fp16"] and not options["bf16"]
+
+
+def test_overrides_win_and_unknown_fields_suggest_a_name(tmp_path):
+    config = make_config("cpu-smoke", output_dir=tmp_path, max_steps=3, num_generations=2)
+    assert config.max_steps == 3 and config.num_generations == 2
+    with pytest.raises(ConfigError, match="'num_generation' is not a GRPOConfig option; did you mean num_generations"):
+        make_config("cpu-smoke", num_generation=4)
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"num_generations": 3}, r"must be divisible by num_generations=3"),
+        ({"num_generations": 1}, "use 2 or more"),
+        ({"beta": -0.1}, "must be >= 0"),
+        ({"max_steps": None}, "max_steps=None is not valid"),
+        ({"max_prompt_length": 256}, "prepare_dataset"),
+        ({"bf16": True}, "mixed precision needs a GPU"),
+        ({"learning_rate": 0}, "must be positive"),
+        ({"optim": "adamw_8bit"}, "needs bitsandbytes"),
+    ],
+)
+def test_invalid_combinations_fail_before_loading_with_a_fix(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        resolve_options("cpu-smoke", **overrides)
+
+
+def test_unknown_preset():
+    with pytest.raises(ConfigError, match="unknown preset 'h100'"):
+        make_config("h100")
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="checks the CPU machine's refusal")
+def test_gpu_preset_on_cpu_is_refused():
+    with pytest.raises(ConfigError, match="needs a GPU"):
+        make_config("l4-24gb", optim="adamw_torch")
+
+
+def test_config_round_trips_through_yaml(tmp_path):
+    config = make_config("cpu-smoke", output_dir=tmp_path, max_steps=7, reward_weights=[2.0, 0.5])
+    path = save_run_yaml(tmp_path / "run.yaml", config, model="tiny", rewards=["a", "b"])
+    document = load_run_yaml(path)
+    assert document["model"] == "tiny" and document["rewards"] == ["a", "b"]
+    again = config_from_dict(document["grpo_config"])
+    for key in ("max_steps", "beta", "learning_rate", "num_generations", "reward_weights", "use_cpu", "lr_scheduler_type"):
+        assert getattr(again, key) == getattr(config, key), key

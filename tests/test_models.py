@@ -1,0 +1,68 @@
+import importlib.util
+import sys
+
+import pytest
+
+from grpo_lite import BackendError, choose_backend, load_model
+
+needs_no_gpu = pytest.mark.skipif(
+    __import__("torch").cuda.is_available(), reason="checks the CPU path; this machine has a GPU"
+)
+
+
+@needs_no_gpu
+def test_auto_picks_cpu_here_and_says_why(tiny_model_dir, capsys):
+    model, tokenizer = load_model(str(tiny_model_dir), lora_rank=4)
+    backend = model.grpo_lite_backend
+    assert backend.name == "cpu"
+    assert "no CUDA GPU" in backend.reason and not backend.load_in_4bit
+    assert "backend=cpu" in capsys.readouterr().out
+    assert next(model.parameters()).dtype.is_floating_point
+    assert sum(p.numel() for p in model.parameters() if p.requires_grad) > 0
+    assert any("lora_" in name for name, _ in model.named_parameters())
+    assert tokenizer.pad_token is not None
+
+
+@needs_no_gpu
+def test_unsloth_backend_without_gpu_fails_clearly():
+    with pytest.raises(BackendError, match="needs a CUDA GPU"):
+        choose_backend("unsloth")
+
+
+@needs_no_gpu
+def test_cpu_path_never_imports_unsloth(tiny_model_dir):
+    load_model(str(tiny_model_dir), lora_rank=4)
+    assert "unsloth" not in sys.modules
+
+
+def test_unknown_backend_is_refused():
+    with pytest.raises(BackendError, match="not one of"):
+        choose_backend("tpu")
+
+
+def test_vllm_needs_the_unsloth_backend():
+    with pytest.raises(BackendError, match="fast_inference"):
+        choose_backend("transformers", fast_inference=True)
+
+
+def test_full_finetune_without_lora(tiny_model_dir):
+    model, _ = load_model(str(tiny_model_dir), lora_rank=None)
+    assert not any("lora_" in name for name, _ in model.named_parameters())
+
+
+def test_importing_the_package_imports_neither_trl_nor_transformers():
+    import subprocess
+
+    code = "import grpo_lite, sys; print('trl' in sys.modules, 'transformers' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "False"]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(
+    not __import__("torch").cuda.is_available() or importlib.util.find_spec("unsloth") is None,
+    reason="needs a CUDA GPU with Unsloth installed (pip install 'grpo-lite[unsloth]')",
+)
+def test_unsloth_loads_4bit_on_gpu(tiny_model_dir):
+    model, _ = load_model(str(tiny_model_dir), backend="unsloth", lora_rank=8)
+    assert model.grpo_lite_backend.name == "unsloth"

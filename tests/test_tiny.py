@@ -1,0 +1,34 @@
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from grpo_lite.tiny import build_tiny_model
+
+
+def test_tiny_model_loads_with_plain_transformers_and_round_trips_text(tiny_model_dir):
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    assert model.config.model_type == "qwen2"
+    text = "<reasoning>\n2 + 2 = 4, über ∑\n</reasoning>\n<answer> 4 </answer>"
+    assert tokenizer.decode(tokenizer(text)["input_ids"]) == text
+    chat = tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], add_generation_prompt=True, tokenize=False)
+    assert chat == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    ids = tokenizer(chat, return_tensors="pt")
+    out = model.generate(**ids, max_new_tokens=5, do_sample=False)
+    assert out.shape[1] == ids["input_ids"].shape[1] + 5 or tokenizer.eos_token_id in out[0].tolist()
+
+
+def test_same_seed_same_weights_other_seed_differs(tmp_path):
+    a = AutoModelForCausalLM.from_pretrained(build_tiny_model(tmp_path / "a", seed=3))
+    b = AutoModelForCausalLM.from_pretrained(build_tiny_model(tmp_path / "b", seed=3))
+    c = AutoModelForCausalLM.from_pretrained(build_tiny_model(tmp_path / "c", seed=4))
+    for (name, pa), pb, pc in zip(a.named_parameters(), b.parameters(), c.parameters()):
+        assert torch.equal(pa, pb), name
+    assert any(not torch.equal(pa, pc) for pa, pc in zip(a.parameters(), c.parameters()))
+
+
+def test_building_does_not_disturb_the_callers_rng(tmp_path):
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    build_tiny_model(tmp_path / "m")
+    assert torch.equal(torch.rand(3), expected)

@@ -1,0 +1,101 @@
+import json
+
+import pytest
+import torch
+
+from grpo_lite import RewardFailure, prepare_dataset, read_metrics, train
+from grpo_lite.config import load_run_yaml
+
+QUICK = dict(preset="cpu-smoke", max_steps=3, num_generations=4, per_device_train_batch_size=4, max_completion_length=12)
+
+
+def length_reward(completions, **kwargs):
+    return [len(c[0]["content"]) / 10 for c in completions]
+
+
+def digit_reward(completions, answer, **kwargs):
+    return [float(a in c[0]["content"]) for c, a in zip(completions, answer)]
+
+
+@pytest.fixture
+def arithmetic(tiny_model):
+    rows = [{"question": f"What is {i} + {i}?", "answer": str(2 * i)} for i in range(12)]
+    return prepare_dataset(rows, system_prompt=None)
+
+
+def test_a_few_steps_change_lora_weights_and_log_every_step(tiny_model, arithmetic, tmp_path):
+    model, tokenizer = tiny_model
+    before = {n: p.detach().clone() for n, p in model.named_parameters() if "lora_B" in n}
+    result = train(model, tokenizer, arithmetic, [length_reward, digit_reward], output_dir=tmp_path, **QUICK)
+
+    after = {n: p.detach() for n, p in result.model.named_parameters() if "lora_B" in n}
+    assert any(not torch.equal(before[n], after[n]) for n in before), "LoRA weights did not move"
+
+    records = read_metrics(tmp_path)
+    assert [r["step"] for r in records] == [1, 2, 3]
+    for record in records:
+        for key in ("reward", "reward_std", "kl", "frac_reward_zero_std", "rewards/length_reward/mean", "rewards/digit_reward/mean"):
+            assert isinstance(record[key], float), key
+    assert (tmp_path / "adapter_model.safetensors").exists() and (tmp_path / "tokenizer_config.json").exists()
+    run = load_run_yaml(tmp_path / "run.yaml")
+    assert run["rewards"] == ["length_reward", "digit_reward"] and run["grpo_config"]["max_steps"] == 3
+    assert run["backend"] == "cpu"
+
+
+def test_metrics_are_on_disk_while_training_runs(tiny_model, arithmetic, tmp_path):
+    seen = []
+
+    def watching_reward(completions, trainer_state, **kwargs):
+        seen.append(len(read_metrics(tmp_path)))
+        return [0.0] * len(completions)
+
+    model, tokenizer = tiny_model
+    train(model, tokenizer, arithmetic, [length_reward, watching_reward], output_dir=tmp_path, **QUICK)
+    assert seen == [0, 1, 2]  # step N's rewards run after steps 1..N-1 were written
+
+
+def test_beta_zero_still_writes_a_kl_field(tiny_model, arithmetic, tmp_path):
+    model, tokenizer = tiny_model
+    train(model, tokenizer, arithmetic, [length_reward], output_dir=tmp_path, beta=0.0, **{**QUICK, "max_steps": 1})
+    assert read_metrics(tmp_path)[0]["kl"] is None
+
+
+def test_a_crashing_reward_scores_none_and_training_goes_on(tiny_model, arithmetic, tmp_path, capsys):
+    calls = []
+
+    def flaky_reward(completions, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyError("gold")
+        return [1.0] * len(completions)
+
+    model, tokenizer = tiny_model
+    result = train(model, tokenizer, arithmetic, [length_reward, flaky_reward], output_dir=tmp_path, **QUICK)
+    assert result.trainer.state.global_step == 3
+    assert "reward function 'flaky_reward' failed" in capsys.readouterr().err
+    assert result.rewards[1].failures == 1
+
+
+def test_a_reward_that_keeps_failing_stops_with_a_checkpoint(tiny_model, arithmetic, tmp_path):
+    def broken_reward(completions, **kwargs):
+        return [1.0]  # wrong length every time
+
+    model, tokenizer = tiny_model
+    with pytest.raises(RewardFailure, match=r"'broken_reward' failed 3 calls in a row; training stopped at step 3"):
+        train(model, tokenizer, arithmetic, [length_reward, broken_reward], output_dir=tmp_path, **{**QUICK, "max_steps": 8})
+    assert (tmp_path / "checkpoint-3" / "adapter_model.safetensors").exists()
+    assert len(read_metrics(tmp_path)) == 3
+
+
+def test_rewards_without_kwargs_and_missing_prompt_column_are_refused(tiny_model, arithmetic, tmp_path):
+    model, tokenizer = tiny_model
+
+    def no_kwargs(completions):
+        return [0.0] * len(completions)
+
+    with pytest.raises(TypeError, match=r"'no_kwargs' must accept \*\*kwargs"):
+        train(model, tokenizer, arithmetic, [no_kwargs], output_dir=tmp_path, **QUICK)
+    with pytest.raises(ValueError, match="no 'prompt' column"):
+        train(model, tokenizer, arithmetic.rename_column("prompt", "question"), [length_reward], output_dir=tmp_path, **QUICK)
+    with pytest.raises(ValueError, match="reward_weights has 1 values for 2"):
+        train(model, tokenizer, arithmetic, [length_reward, digit_reward], output_dir=tmp_path, reward_weights=[1.0], **QUICK)
