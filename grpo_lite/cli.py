@@ -1,4 +1,4 @@
-"""grpo-lite command line: demo | train | score."""
+"""grpo-lite command line: demo | train | export-script | score."""
 
 from __future__ import annotations
 
@@ -27,11 +27,23 @@ def _demo(args) -> int:
 
 def _train(args) -> int:
     from .monitor.console import StepPrinter
-    from .recipe import read_recipe, run_recipe
+    from .recipe import apply_settings, read_recipe, run_recipe
 
-    recipe = read_recipe(args.config)
+    recipe = apply_settings(read_recipe(args.config), args.set)
     result = run_recipe(recipe, output_dir=args.output_dir, callbacks=[StepPrinter()], resume=args.resume)
-    print(f"grpo-lite: trained {result.trainer.state.global_step} steps; run files in {result.output_dir}")
+    accelerator = result.trainer.accelerator
+    print(
+        f"grpo-lite: rank {accelerator.process_index}/{accelerator.num_processes} trained "
+        f"{result.trainer.state.global_step} steps; run files in {result.output_dir}"
+    )
+    return 0
+
+
+def _export_script(args) -> int:
+    from .launch import export_script
+
+    out = export_script(args.config, args.out, num_gpus=args.num_gpus)
+    print((out / "LAUNCH.md").read_text())
     return 0
 
 
@@ -59,7 +71,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("config", type=Path)
     run.add_argument("--output-dir", type=Path, default=None, help="overrides output_dir in the YAML")
     run.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in the output dir")
+    run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                     help="override a GRPOConfig field (max_steps=50) or load./dataset. options (load.backend=transformers)")
     run.set_defaults(handler=_train)
+
+    script = commands.add_parser("export-script", help="write run.yaml, accelerate configs and launch commands for more GPUs")
+    script.add_argument("config", type=Path, help="a run YAML, or the output dir of a finished run")
+    script.add_argument("--out", type=Path, default=Path("launch"))
+    script.add_argument("--num-gpus", type=int, default=2)
+    script.set_defaults(handler=_export_script)
 
     score = commands.add_parser("score", help="run reward functions over a JSONL of completions (the reward lab)")
     score.add_argument("--rewards", required=True, help="comma-separated reward or preset names")

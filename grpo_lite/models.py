@@ -13,6 +13,7 @@ imports it (only when it is chosen) before anything imports trl.
 from __future__ import annotations
 
 import importlib.util
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -152,7 +153,9 @@ def _load_transformers(model_name, choice, lora_rank, alpha, target_modules, kwa
         options["dtype"] = torch.float32
     else:
         options["dtype"] = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-        options["device_map"] = {"": torch.cuda.current_device()}
+        if os.environ.get("ACCELERATE_USE_DEEPSPEED", "false") != "true":  # DeepSpeed places weights itself
+            # each rank of a multi-GPU launch holds its own copy on its own GPU
+            options["device_map"] = {"": int(os.environ.get("LOCAL_RANK", "0"))}
         if choice.load_in_4bit:
             from transformers import BitsAndBytesConfig
 

@@ -3,6 +3,7 @@
     model: tiny                     # a hub id, a local folder, or "tiny" (offline random Qwen2)
     load: {max_seq_length: 1024, load_in_4bit: true, backend: auto}
     dataset: {builtin: arithmetic}  # or {path: data.jsonl, question: question, answer: answer}
+                                    # or {path: dataset.jsonl, prepared: true} (has a prompt column)
     rewards: [soft_xml_format_reward, numeric_correctness_reward]
     reward_weights: [1.0, 1.0]      # optional
     preset: auto
@@ -35,12 +36,32 @@ def read_recipe(path: str | Path) -> dict[str, Any]:
         if key not in recipe:
             raise ConfigError(f"{path.name}: '{key}' is required")
     resolve_options(recipe.get("preset", "auto"), **(recipe.get("overrides") or {}))
+    data_path = (recipe["dataset"] or {}).get("path")
+    if data_path and not Path(data_path).is_absolute() and (path.parent / data_path).exists():
+        recipe["dataset"] = {**recipe["dataset"], "path": str(path.parent / data_path)}  # relative to the YAML
+    return recipe
+
+
+def apply_settings(recipe: dict[str, Any], settings: list[str]) -> dict[str, Any]:
+    """Apply ``KEY=VALUE`` settings (values parsed as YAML): ``load.X`` and ``dataset.X`` go to those
+    sections, anything else is a GRPOConfig override. Returns a new recipe."""
+    recipe = {**recipe, "overrides": dict(recipe.get("overrides") or {})}
+    for setting in settings:
+        key, sep, raw = setting.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--set {setting!r}: write KEY=VALUE, e.g. --set max_steps=50")
+        section, dot, field = key.partition(".")
+        if dot and section in ("load", "dataset"):
+            recipe[section] = {**(recipe.get(section) or {}), field: yaml.safe_load(raw)}
+        else:
+            recipe["overrides"][key] = yaml.safe_load(raw)
+    resolve_options(recipe.get("preset", "auto"), **recipe["overrides"])
     return recipe
 
 
 def run_recipe(recipe: dict[str, Any], *, output_dir: str | Path | None = None, callbacks=(), resume: bool = False):
     """Load the model, prepare the data and train, as the recipe says; returns the TrainResult."""
-    from .data import load_builtin, prepare_dataset
+    from .data import load_builtin, load_rows, prepare_dataset
     from .models import load_model
     from .training import resolve_rewards, train
 
@@ -48,13 +69,21 @@ def run_recipe(recipe: dict[str, Any], *, output_dir: str | Path | None = None, 
     funcs = resolve_rewards(recipe["rewards"])
     model_name = str(recipe["model"])
     if model_name == "tiny":
+        from accelerate import PartialState
+
         from .tiny import build_tiny_model
 
-        model_name = str(build_tiny_model(out / "tiny-model"))
+        state, model_name = PartialState(), str(out / "tiny-model")
+        if state.is_main_process:  # one rank writes the files; the others wait, then read them
+            build_tiny_model(model_name)
+        state.wait_for_everyone()
     model, tokenizer = load_model(model_name, **(recipe.get("load") or {}))
     data = dict(recipe["dataset"])
-    source = load_builtin(data.pop("builtin")) if "builtin" in data else data.pop("path")
-    dataset = prepare_dataset(source, tokenizer=tokenizer, **data)
+    if data.pop("prepared", False):
+        dataset = load_rows(data["path"])
+    else:
+        source = load_builtin(data.pop("builtin")) if "builtin" in data else data.pop("path")
+        dataset = prepare_dataset(source, tokenizer=tokenizer, **data)
     return train(
         model,
         tokenizer,

@@ -129,13 +129,15 @@ class TrainResult:
 
 
 def resolve_rewards(rewards: Any) -> list[Callable]:
-    """Reward functions from functions, registry names or preset names (one, or a list of them)."""
+    """Reward functions from functions, registry or preset names, or ``"module:function"`` import paths."""
     items = [rewards] if isinstance(rewards, (str,)) or callable(rewards) else list(rewards or [])
     if not items:
         raise ValueError("rewards is empty: pass at least one reward function (see the rewards package)")
     resolved: list[Callable] = []
     for item in items:
-        if isinstance(item, str):
+        if isinstance(item, str) and ":" in item:
+            resolved.append(_import_reward(item))
+        elif isinstance(item, str):
             from rewards import resolve
 
             resolved.extend(resolve(item))
@@ -155,6 +157,26 @@ def resolve_rewards(rewards: Any) -> list[Callable]:
                 "and extra arguments (trainer_state, log_metric, ...) as keywords"
             )
     return resolved
+
+
+def _import_reward(path: str) -> Callable:
+    import importlib
+
+    module_name, _, attribute = path.partition(":")
+    try:
+        func = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as error:
+        raise ValueError(f"reward {path!r}: cannot import {attribute!r} from module {module_name!r} ({error})") from error
+    if not callable(func):
+        raise TypeError(f"reward {path!r} is not callable")
+    return func
+
+
+def _is_main_process() -> bool:
+    """True outside multi-process launches and on rank 0 inside them (accelerate / torchrun set RANK)."""
+    import os
+
+    return int(os.environ.get("RANK", "0")) == 0
 
 
 def _model_name(model) -> str:
@@ -201,15 +223,16 @@ def train(
 
     guarded = [guard(f) for f in funcs]
     backend = getattr(model, "grpo_lite_backend", None)
-    save_run_yaml(
-        output_dir / RUN_FILE,
-        config,
-        model=_model_name(model),
-        backend=getattr(backend, "name", None),
-        rewards=[g.__name__ for g in guarded],
-        preset=preset,
-        overrides=overrides,
-    )
+    if _is_main_process():
+        save_run_yaml(
+            output_dir / RUN_FILE,
+            config,
+            model=_model_name(model),
+            backend=getattr(backend, "name", None),
+            rewards=[g.__name__ for g in guarded],
+            preset=preset,
+            overrides=overrides,
+        )
     stopper = StopOnRewardFailure(guarded)
     trainer = GRPOTrainer(
         model=model,
@@ -220,8 +243,10 @@ def train(
         callbacks=[MetricsLog(output_dir), stopper, *callbacks],
     )
     trainer.train(resume_from_checkpoint=True if resume else None)
-    trainer.save_model(str(output_dir))
-    tokenizer.save_pretrained(str(output_dir))
+    trainer.save_model(str(output_dir))  # Trainer writes from the main process only
+    if trainer.is_world_process_zero():
+        tokenizer.save_pretrained(str(output_dir))
+        print(f"grpo-lite: saved the adapter and tokenizer to {output_dir}")
     if stopper.failed is not None:
         raise RewardFailure(
             f"reward function {stopper.failed.__name__!r} failed {stopper.patience} calls in a row; training "

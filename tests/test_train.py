@@ -99,3 +99,14 @@ def test_rewards_without_kwargs_and_missing_prompt_column_are_refused(tiny_model
         train(model, tokenizer, arithmetic.rename_column("prompt", "question"), [length_reward], output_dir=tmp_path, **QUICK)
     with pytest.raises(ValueError, match="reward_weights has 1 values for 2"):
         train(model, tokenizer, arithmetic, [length_reward, digit_reward], output_dir=tmp_path, reward_weights=[1.0], **QUICK)
+
+
+def test_rewards_can_be_named_by_import_path(tmp_path, monkeypatch):
+    from grpo_lite.training import resolve_rewards
+
+    (tmp_path / "my_rewards.py").write_text("def brevity(completions, **kwargs):\n    return [0.0] * len(completions)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (func,) = resolve_rewards(["my_rewards:brevity"])
+    assert func.__name__ == "brevity"
+    with pytest.raises(ValueError, match="cannot import 'nope' from module 'my_rewards'"):
+        resolve_rewards("my_rewards:nope")

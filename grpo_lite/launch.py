@@ -1,0 +1,150 @@
+"""Taking a run past one GPU: the run YAML plus the exact launch commands for each way TRL scales.
+
+The same run config trains on one GPU (Unsloth), on several GPUs with DDP or DeepSpeed ZeRO-2/3 through
+``accelerate launch`` (transformers backend: Unsloth is single-GPU), and with generation moved to a
+separate vLLM server (``trl vllm-serve``). :func:`export_script` writes all of it into one folder.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .config import load_run_yaml
+from .recipe import read_recipe
+
+_COMMON = {
+    "compute_environment": "LOCAL_MACHINE",
+    "machine_rank": 0,
+    "main_training_function": "main",
+    "mixed_precision": "bf16",
+    "num_machines": 1,
+    "rdzv_backend": "static",
+    "same_network": True,
+    "use_cpu": False,
+}
+
+ACCELERATE_MODES = {
+    "ddp": {"distributed_type": "MULTI_GPU", "gpu_ids": "all"},
+    "zero2": {
+        "distributed_type": "DEEPSPEED",
+        "deepspeed_config": {
+            "deepspeed_multinode_launcher": "standard",
+            "offload_optimizer_device": "none",
+            "offload_param_device": "none",
+            "zero3_init_flag": False,
+            "zero_stage": 2,
+        },
+    },
+    "zero3": {
+        "distributed_type": "DEEPSPEED",
+        "deepspeed_config": {
+            "deepspeed_multinode_launcher": "standard",
+            "offload_optimizer_device": "none",
+            "offload_param_device": "none",
+            "zero3_init_flag": True,
+            "zero3_save_16bit_model": True,
+            "zero_stage": 3,
+        },
+    },
+}
+
+MULTI_GPU = ["--set", "load.backend=transformers"]
+# bitsandbytes 4-bit weights cannot be sharded by ZeRO-3
+ZERO3 = [*MULTI_GPU, "--set", "load.load_in_4bit=false"]
+VLLM_SERVER = [*MULTI_GPU, "--set", "use_vllm=true", "--set", "vllm_mode=server"]
+
+
+def accelerate_config(mode: str, num_processes: int) -> dict[str, Any]:
+    """The ``accelerate launch --config_file`` contents for ``mode`` (ddp, zero2, zero3)."""
+    return {**_COMMON, **ACCELERATE_MODES[mode], "num_processes": num_processes}
+
+
+def launch_commands(run_yaml: str = "run.yaml", *, model: str, num_gpus: int = 2) -> dict[str, str]:
+    """Shell commands (run from the export folder) for each way of launching ``run_yaml``."""
+    if num_gpus < 2:
+        raise ValueError("num_gpus must be 2 or more for the multi-GPU commands")
+    train = ["-m", "grpo_lite", "train", run_yaml]
+
+    def accelerate(mode: str, processes: int, extra: list[str]) -> str:
+        return shlex.join(["accelerate", "launch", "--config_file", f"accelerate/{mode}.yaml", "--num_processes", str(processes), *train, *extra])
+
+    trainers = ",".join(str(i) for i in range(1, num_gpus))
+    return {
+        "single_gpu": shlex.join(["grpo-lite", "train", run_yaml]),
+        "ddp": accelerate("ddp", num_gpus, MULTI_GPU),
+        "zero2": accelerate("zero2", num_gpus, MULTI_GPU),
+        "zero3": accelerate("zero3", num_gpus, ZERO3),
+        "vllm_server": shlex.join(["trl", "vllm-serve", "--model", model]),
+        "vllm_trainers": f"CUDA_VISIBLE_DEVICES={trainers} " + accelerate("ddp", num_gpus - 1, VLLM_SERVER),
+    }
+
+
+def recipe_from_run(run_dir: str | Path) -> dict[str, Any]:
+    """A run recipe rebuilt from the ``run.yaml`` that :func:`grpo_lite.train` wrote (dataset not included)."""
+    run = load_run_yaml(Path(run_dir) / "run.yaml")
+    recipe = {"model": run["model"], "rewards": run["rewards"], "preset": run.get("preset", "auto")}
+    if run.get("backend") and run["backend"] != "cpu":
+        recipe["load"] = {"backend": run["backend"]}
+    overrides = dict(run.get("overrides") or {})
+    if "reward_weights" in overrides:
+        recipe["reward_weights"] = overrides.pop("reward_weights")
+    recipe["overrides"] = overrides
+    return recipe
+
+
+def export_script(source: Any, out_dir: str | Path, *, dataset=None, num_gpus: int = 2) -> Path:
+    """Write ``run.yaml``, ``accelerate/*.yaml`` and ``LAUNCH.md`` (the commands) into ``out_dir``.
+
+    ``source``: a recipe dict, a recipe YAML path, or the output dir of a finished :func:`train` run.
+    ``dataset``: a prepared ``datasets.Dataset`` (``prompt`` column) to ship as ``dataset.jsonl``, for runs
+    whose data lives only in a notebook.
+    """
+    out = Path(out_dir)
+    (out / "accelerate").mkdir(parents=True, exist_ok=True)
+    if isinstance(source, dict):
+        recipe = dict(source)
+    elif Path(source).is_dir():
+        recipe = recipe_from_run(source)
+    else:
+        recipe = read_recipe(source)
+    if dataset is not None:
+        dataset.to_json(str(out / "dataset.jsonl"))
+        recipe["dataset"] = {"path": "dataset.jsonl", "prepared": True}
+    if "dataset" not in recipe:
+        raise ValueError("the run has no dataset: pass dataset=<the prepared dataset> to ship it with the script")
+    recipe.pop("output_dir", None)
+    (out / "run.yaml").write_text(yaml.safe_dump(recipe, sort_keys=False))
+    for mode in ACCELERATE_MODES:
+        (out / "accelerate" / f"{mode}.yaml").write_text(yaml.safe_dump(accelerate_config(mode, num_gpus), sort_keys=True))
+    commands = launch_commands("run.yaml", model=str(recipe["model"]), num_gpus=num_gpus)
+    (out / "LAUNCH.md").write_text(_launch_doc(commands, num_gpus))
+    return out
+
+
+def _launch_doc(commands: dict[str, str], num_gpus: int) -> str:
+    return f"""# Launching this run
+
+Run these from this folder. `run.yaml` is the run; the `accelerate/` files configure {num_gpus} processes.
+
+One GPU (Unsloth when installed):
+
+    {commands["single_gpu"]}
+
+{num_gpus} GPUs, data parallel (DDP; the transformers backend, since Unsloth runs on one GPU):
+
+    {commands["ddp"]}
+
+DeepSpeed ZeRO-2 (optimizer and gradients sharded) / ZeRO-3 (weights sharded too; no 4-bit):
+
+    {commands["zero2"]}
+    {commands["zero3"]}
+
+vLLM generation server on GPU 0, training on the others (start the server first, wait for it to listen):
+
+    CUDA_VISIBLE_DEVICES=0 {commands["vllm_server"]}
+    {commands["vllm_trainers"]}
+"""
