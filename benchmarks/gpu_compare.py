@@ -1,0 +1,245 @@
+"""What Unsloth and 4-bit buy on a GPU: plain TRL + PEFT in bf16 against grpo-lite's backends.
+
+Each variant runs in its own process (fresh CUDA memory; Unsloth patches libraries on import) on a
+random-weight model with a real architecture (no hub access is needed), num_generations 8 and a forced
+completion length, for a few steps:
+
+    trl_bf16            plain TRL GRPOTrainer + PEFT LoRA, bf16 weights: the baseline
+    grpo_lite_bnb4      grpo_lite.load_model(backend="transformers"), bitsandbytes 4-bit
+    grpo_lite_unsloth   grpo_lite.load_model(backend="unsloth"), 4-bit, Unsloth gradient checkpointing
+
+Reported per variant: peak GPU memory, seconds per step, training tokens/s, generation tokens/s, and
+generation against the memory-bandwidth limit (bytes of weights read per decoding step vs the card's
+measured copy bandwidth). Ratios are to the baseline measured in the same run.
+
+    python benchmarks/gpu_compare.py --shape qwen2.5-0.5b --steps 4 --completion-tokens 256 --write-docs
+    python benchmarks/gpu_compare.py --dry-run      # CPU, tiny shape: checks the script end to end
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import date
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SHAPES = {
+    "tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, vocab_size=259),
+    "qwen2.5-0.5b": dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2, vocab_size=151936),
+    "qwen2.5-1.5b": dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12, num_key_value_heads=2, vocab_size=151936),
+}
+GPU_VARIANTS = ["trl_bf16", "grpo_lite_bnb4", "grpo_lite_unsloth"]
+DRY_RUN_VARIANTS = ["trl_bf16", "grpo_lite_cpu"]
+
+
+def build_random_model(shape: str, folder: Path) -> Path:
+    """A random-weight Qwen2 with the named shape, saved with the byte-level tokenizer."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from grpo_lite.tiny import build_tokenizer
+
+    tokenizer = build_tokenizer()
+    config = Qwen2Config(**SHAPES[shape], tie_word_embeddings=True, max_position_embeddings=4096,
+                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+    torch.manual_seed(0)
+    Qwen2ForCausalLM(config).to(torch.bfloat16).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def length_reward(completions, **kwargs):
+    return [len(c[0]["content"]) / 100 for c in completions]
+
+
+def run_variant(variant: str, model_dir: Path, out_dir: Path, steps: int, tokens: int, gpu: bool) -> dict:
+    """Train ``steps`` GRPO steps with ``variant`` and measure it (runs inside the child process)."""
+    import torch
+
+    from grpo_lite import load_model, load_builtin, prepare_dataset, read_metrics, train
+
+    if gpu:
+        torch.cuda.reset_peak_memory_stats()
+    options = dict(
+        max_steps=steps, num_generations=8, per_device_train_batch_size=8, max_completion_length=tokens,
+        generation_kwargs={"min_new_tokens": tokens}, learning_rate=1e-6, logging_steps=1, save_strategy="no",
+    )
+    dataset = prepare_dataset(load_builtin("arithmetic")[:64])
+    if variant == "trl_bf16":
+        model, tokenizer = _plain_trl(model_dir, dataset, out_dir, options, gpu)
+    else:
+        backend = {"grpo_lite_bnb4": "transformers", "grpo_lite_unsloth": "unsloth", "grpo_lite_cpu": "cpu"}[variant]
+        model, tokenizer = load_model(str(model_dir), backend=backend, load_in_4bit=gpu, lora_rank=16)
+        preset = "a100-80gb" if gpu else "cpu-smoke"
+        if gpu:
+            options.update(optim="adamw_torch", num_generations=8, per_device_train_batch_size=8)
+        train(model, tokenizer, dataset, [length_reward], preset=preset, output_dir=out_dir, **options)
+    records = read_metrics(out_dir)[1:] or read_metrics(out_dir)  # the first step includes warm-up
+    step_time = statistics.median(r["step_time"] for r in records)
+    train_tokens = statistics.median(b["num_tokens"] - a["num_tokens"] for a, b in zip(records, records[1:])) if len(records) > 1 else records[0]["num_tokens"]
+    result = {"variant": variant, "seconds_per_step": step_time, "train_tokens_per_s": train_tokens / step_time}
+    result.update(_generation_speed(model, tokenizer, tokens, gpu))
+    if gpu:
+        result["peak_gpu_gb"] = torch.cuda.max_memory_allocated() / 2**30
+    else:
+        import resource
+
+        result["peak_rss_gb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    return result
+
+
+def _plain_trl(model_dir, dataset, out_dir, options, gpu):
+    """The recipe's standard setup: transformers model in bf16, TRL GRPOTrainer with a PEFT LoRA config."""
+    import torch
+    from peft import LoraConfig
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOConfig, GRPOTrainer
+
+    from grpo_lite.trl_compat import enable_cpu_logprobs
+
+    enable_cpu_logprobs()
+    dtype = torch.bfloat16 if gpu else torch.float32
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype, device_map={"": 0} if gpu else None)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    lora = LoraConfig(r=16, lora_alpha=32, task_type="CAUSAL_LM",
+                      target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
+    from grpo_lite.monitor.metrics import MetricsLog
+
+    config = GRPOConfig(output_dir=str(out_dir), bf16=gpu, use_cpu=not gpu, beta=0.04, report_to="none",
+                        gradient_checkpointing=gpu, **options)
+    trainer = GRPOTrainer(model=model, reward_funcs=[length_reward], args=config, train_dataset=dataset,
+                          processing_class=tokenizer, peft_config=lora, callbacks=[MetricsLog(out_dir)])
+    trainer.train()
+    return trainer.model, tokenizer
+
+
+def _generation_speed(model, tokenizer, tokens: int, gpu: bool) -> dict:
+    """Decode 8 sequences of exactly ``tokens`` new tokens; compare with the bandwidth bound."""
+    import torch
+
+    device = "cuda" if gpu else "cpu"
+    prompt = tokenizer(["What is 12 + 30?"] * 8, return_tensors="pt").to(device)
+    generate = dict(max_new_tokens=tokens, min_new_tokens=tokens, do_sample=True, pad_token_id=tokenizer.pad_token_id)
+    model.eval()
+    with torch.no_grad():
+        model.generate(**prompt, **{**generate, "max_new_tokens": 4, "min_new_tokens": 4})
+        _sync(gpu)
+        start = time.perf_counter()
+        model.generate(**prompt, **generate)
+        _sync(gpu)
+    seconds = time.perf_counter() - start
+    result = {"gen_tokens_per_s": 8 * tokens / seconds}
+    if gpu:
+        weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+        bandwidth = _copy_bandwidth()
+        result["bandwidth_gb_s"] = bandwidth / 1e9
+        result["gen_vs_bandwidth_limit"] = (tokens / seconds) / (bandwidth / weight_bytes)
+    return result
+
+
+def _sync(gpu: bool) -> None:
+    if gpu:
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def _copy_bandwidth() -> float:
+    """Device memory bandwidth in bytes/s, from timing a 1 GiB device-to-device copy (read + write)."""
+    import torch
+
+    source = torch.empty(2**28, dtype=torch.float32, device="cuda")
+    target = torch.empty_like(source)
+    target.copy_(source)
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(10):
+        target.copy_(source)
+    torch.cuda.synchronize()
+    return 2 * source.numel() * 4 * 10 / (time.perf_counter() - start)
+
+
+def _table(results: list[dict]) -> str:
+    base = results[0]
+    memory_key = "peak_gpu_gb" if "peak_gpu_gb" in base else "peak_rss_gb"
+    lines = [
+        f"| variant | {memory_key} | s/step | train tok/s | gen tok/s | memory vs base | speed vs base | gen vs bandwidth limit |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        if "error" in r:
+            lines.append(f"| {r['variant']} | failed: {r['error']} | | | | | | |")
+            continue
+        limit = f"{r['gen_vs_bandwidth_limit']:.1%}" if "gen_vs_bandwidth_limit" in r else "n/a"
+        lines.append(
+            f"| {r['variant']} | {r[memory_key]:.2f} | {r['seconds_per_step']:.3f} | {r['train_tokens_per_s']:.0f} | "
+            f"{r['gen_tokens_per_s']:.0f} | {r[memory_key] / base[memory_key]:.2f} | "
+            f"{base['seconds_per_step'] / r['seconds_per_step']:.2f}x | {limit} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--shape", choices=sorted(SHAPES), default="qwen2.5-0.5b")
+    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--completion-tokens", type=int, default=256)
+    parser.add_argument("--variants", default=None, help="comma-separated subset")
+    parser.add_argument("--dry-run", action="store_true", help="CPU, tiny shape, 2 steps, 8 tokens")
+    parser.add_argument("--write-docs", action="store_true")
+    parser.add_argument("--child", nargs=3, metavar=("VARIANT", "MODEL_DIR", "OUT_JSON"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    gpu = not args.dry_run
+    if args.dry_run:
+        args.shape, args.steps, args.completion_tokens = "tiny", 2, 8
+    if args.child:
+        variant, model_dir, out_json = args.child
+        result = run_variant(variant, Path(model_dir), Path(out_json).parent / variant, args.steps, args.completion_tokens, gpu)
+        Path(out_json).write_text(json.dumps(result))
+        return
+
+    variants = args.variants.split(",") if args.variants else (DRY_RUN_VARIANTS if args.dry_run else GPU_VARIANTS)
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        model_dir = build_random_model(args.shape, Path(tmp) / "model")
+        for variant in variants:
+            out_json = Path(tmp) / f"{variant}.json"
+            command = [sys.executable, __file__, "--child", variant, str(model_dir), str(out_json),
+                       "--shape", args.shape, "--steps", str(args.steps), "--completion-tokens", str(args.completion_tokens)]
+            if args.dry_run:
+                command.append("--dry-run")
+            proc = subprocess.run(command, capture_output=True, text=True)
+            if proc.returncode == 0:
+                results.append(json.loads(out_json.read_text()))
+            else:
+                results.append({"variant": variant, "error": proc.stderr.strip().splitlines()[-1][:120] if proc.stderr.strip() else f"exit {proc.returncode}"})
+    table = _table(results)
+    print(table)
+    if args.write_docs:
+        _write_docs(table, args)
+
+
+def _write_docs(table: str, args) -> None:
+    import torch
+
+    device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else platform.processor() or "CPU"
+    command = " ".join(["python", "benchmarks/gpu_compare.py", *sys.argv[1:]])
+    section = (
+        f"## GPU: plain TRL vs grpo-lite backends\n\n{device}, {date.today()}, shape {args.shape}, "
+        f"{args.steps} steps, 8 generations x {args.completion_tokens} forced tokens. Command: `{command}`\n\n{table}\n"
+    )
+    from benchmarks.docs import replace_section
+
+    replace_section("## GPU: plain TRL vs grpo-lite backends", section)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    main()

@@ -1,0 +1,27 @@
+"""Benchmark scripts run end to end (their CPU dry runs); the figures themselves live in docs/benchmarks.md."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_gpu_comparison_dry_run_measures_every_variant():
+    proc = subprocess.run([sys.executable, "benchmarks/gpu_compare.py", "--dry-run"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| trl_bf16") or line.startswith("| grpo_lite_cpu")]
+    assert len(rows) == 2 and not any("failed" in row for row in rows), proc.stdout
+    assert rows[0].split("|")[6].strip() == "1.00"  # the baseline's memory ratio to itself
+
+
+def test_docs_sections_are_replaced_not_duplicated(tmp_path):
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.docs import replace_section
+
+    doc = tmp_path / "benchmarks.md"
+    replace_section("## A", "## A\n\nfirst", doc)
+    replace_section("## B", "## B\n\nother", doc)
+    replace_section("## A", "## A\n\nsecond", doc)
+    text = doc.read_text()
+    assert text.count("## A") == 1 and "second" in text and "first" not in text and "## B\n\nother" in text
