@@ -14,6 +14,15 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "load_model": ".models",
+    "generate": ".inference",
+    "evaluate": ".evaluation",
+    "compare": ".evaluation",
+    "EvalReport": ".evaluation",
+    "export": ".exporter",
+    "ExportError": ".exporter",
+    "plan": ".planner",
+    "Stage": ".stages",
+    "train_stages": ".stages",
     "choose_backend": ".models",
     "Backend": ".models",
     "BackendError": ".models",
@@ -28,7 +37,12 @@ _EXPORTS = {
     "TrainResult": ".training",
     "RewardFailure": ".training",
     "read_metrics": ".monitor.metrics",
+    "read_samples": ".monitor.samples",
+    "LiveDashboard": ".monitor.dashboard",
+    "show_run": ".monitor.show",
+    "HealthMonitor": ".monitor.health",
     "build_tiny_model": ".tiny",
+    "run_demo": ".demo",
 }
 
 __all__ = sorted(_EXPORTS)

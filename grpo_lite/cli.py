@@ -6,31 +6,21 @@ import argparse
 import sys
 from pathlib import Path
 
-DEMO_REWARDS = ["soft_xml_format_reward", "numeric_correctness_reward"]
-
 
 def _demo(args) -> int:
-    from .monitor.console import StepPrinter
-    from .recipe import run_recipe
+    from .demo import EVAL_FILE, run_demo
 
-    recipe = {
-        "model": "tiny",
-        "dataset": {"builtin": "arithmetic"},
-        "rewards": DEMO_REWARDS,
-        "preset": "cpu-smoke",
-        "overrides": {"max_steps": args.max_steps, "seed": args.seed},
-    }
-    result = run_recipe(recipe, output_dir=args.output_dir, callbacks=[StepPrinter()])
-    print(f"grpo-lite demo: {len(result.metrics)} steps logged; run files in {result.output_dir}")
+    run_demo(args.output_dir, max_steps=args.max_steps, seed=args.seed, n_heldout=args.n_heldout)
+    print(f"grpo-lite demo: held-out scores in {args.output_dir / EVAL_FILE}; run files in {args.output_dir}")
     return 0
 
 
 def _train(args) -> int:
-    from .monitor.console import StepPrinter
     from .recipe import apply_settings, read_recipe, run_recipe
 
     recipe = apply_settings(read_recipe(args.config), args.set)
-    result = run_recipe(recipe, output_dir=args.output_dir, callbacks=[StepPrinter()], resume=args.resume)
+    # train() draws the live dashboard: rich in a terminal, log lines when the output is piped
+    result = run_recipe(recipe, output_dir=args.output_dir, resume=args.resume)
     accelerator = result.trainer.accelerator
     print(
         f"grpo-lite: rank {accelerator.process_index}/{accelerator.num_processes} trained "
@@ -48,23 +38,43 @@ def _export_script(args) -> int:
 
 
 def _score(args) -> int:
+    import shutil
+
+    from rich.console import Console
+
     from rewards.check import score_file
 
     report = score_file(args.rewards.split(","), args.data)
+    width = max(shutil.get_terminal_size().columns, 90 + 12 * len(report.functions))  # wide tables scroll, not crush
+    Console(width=width).print(report)
+    return 0 if report.ok else 1
+
+
+def _plan(args) -> int:
     from rich.console import Console
 
-    Console().print(report)
-    return 0 if report.ok else 1
+    from .planner import PlanError, plan
+
+    gpu = float(args.gpu) if args.gpu.replace(".", "", 1).isdigit() else args.gpu
+    try:
+        result = plan(args.model, gpu, args.num_generations, args.max_prompt_tokens, args.max_completion_tokens,
+                      args.lora_rank, not args.no_4bit, gpu_memory_utilization=args.gpu_memory_utilization)
+    except PlanError as error:
+        print(f"grpo-lite: {error}", file=sys.stderr)
+        return 2
+    Console().print(result)
+    return 0 if result.fits else 1
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="grpo-lite", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
 
-    demo = commands.add_parser("demo", help="an offline GRPO run on CPU with a tiny model and built-in data")
+    demo = commands.add_parser("demo", help="GRPO-train the shipped demo model on CPU and show held-out accuracy before/after")
     demo.add_argument("--output-dir", type=Path, default=Path("outputs/demo"))
-    demo.add_argument("--max-steps", type=int, default=20)
+    demo.add_argument("--max-steps", type=int, default=60)
     demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument("--n-heldout", type=int, default=200, help="held-out questions scored before and after")
     demo.set_defaults(handler=_demo)
 
     run = commands.add_parser("train", help="train from a run YAML (model, dataset, rewards, preset, overrides)")
@@ -85,6 +95,17 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("--rewards", required=True, help="comma-separated reward or preset names")
     score.add_argument("--data", required=True, type=Path, help="JSONL rows with prompt, completion, answer, ...")
     score.set_defaults(handler=_score)
+
+    memory = commands.add_parser("plan", help="estimate peak GPU memory of a run and the nearest config that fits")
+    memory.add_argument("model", help="a known model name (Qwen2.5-1.5B, Llama-3.2-1B, ...) or a local model folder")
+    memory.add_argument("--gpu", default="T4", help="GPU name (T4, L4, A100, ...) or memory in GB")
+    memory.add_argument("--num-generations", type=int, default=8)
+    memory.add_argument("--max-prompt-tokens", type=int, default=256)
+    memory.add_argument("--max-completion-tokens", type=int, default=512)
+    memory.add_argument("--lora-rank", type=int, default=16)
+    memory.add_argument("--no-4bit", action="store_true", help="16-bit base weights instead of 4-bit")
+    memory.add_argument("--gpu-memory-utilization", type=float, default=None, help="vLLM's share (fast_inference)")
+    memory.set_defaults(handler=_plan)
     return parser
 
 

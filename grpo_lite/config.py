@@ -195,6 +195,40 @@ def load_run_yaml(path: str | Path) -> dict[str, Any]:
     return yaml.safe_load(Path(path).read_text()) or {}
 
 
+# What a checkpoint's weights, optimizer and sampler state depend on; changing one of these and resuming
+# would silently train a different run. Anything else (max_steps to extend, save/log frequency) may change.
+RESUME_FIXED_RUN = ("model", "backend", "lora_rank", "rewards")
+RESUME_FIXED_CONFIG = (
+    "learning_rate", "lr_scheduler_type", "warmup_steps", "weight_decay", "adam_beta1", "adam_beta2",
+    "adam_epsilon", "max_grad_norm", "optim", "seed", "per_device_train_batch_size", "gradient_accumulation_steps",
+    "num_generations", "generation_batch_size", "steps_per_generation", "max_completion_length", "temperature",
+    "top_p", "beta", "loss_type", "scale_rewards", "reward_weights", "epsilon", "epsilon_high", "num_iterations",
+)
+
+
+def check_resume(saved_run_yaml: str | Path, config, **run: Any) -> None:
+    """Refuse to resume a run whose saved ``run.yaml`` differs in something the checkpoint depends on.
+
+    Raises ConfigError listing each changed field as ``field: old -> new``.
+    """
+    saved_run_yaml = Path(saved_run_yaml)
+    saved = load_run_yaml(saved_run_yaml)
+    saved_config, new_config = saved.get("grpo_config", {}), config_to_dict(config)
+    changed = [(key, saved.get(key), run.get(key)) for key in RESUME_FIXED_RUN if key in saved and saved.get(key) != run.get(key)]
+    changed += [
+        (key, saved_config.get(key), new_config.get(key))
+        for key in RESUME_FIXED_CONFIG
+        if key in saved_config and saved_config.get(key) != new_config.get(key)
+    ]
+    if changed:
+        diff = "\n".join(f"  {key}: {old!r} -> {new!r}" for key, old, new in changed)
+        raise ConfigError(
+            f"cannot resume the run in {saved_run_yaml.parent}: its checkpoint was trained with other settings "
+            f"(old from {saved_run_yaml.name} -> new):\n{diff}\n"
+            "Use the saved settings to resume (max_steps may grow), or start a new run in another output_dir."
+        )
+
+
 def config_from_dict(options: dict[str, Any]):
     from trl import GRPOConfig
 

@@ -222,6 +222,28 @@ def arithmetic_problems(n: int = 200, *, seed: int = 0) -> list[dict[str, str]]:
     return rows
 
 
+def heldout_arithmetic_problems(n: int = 200, *, seed: int = 1) -> list[dict[str, str]]:
+    """``n`` arithmetic problems whose questions are not in the built-in training set (``load_builtin``).
+
+    For measuring a model trained on ``load_builtin("arithmetic")`` on questions it has not seen.
+
+    >>> train = {row["question"] for row in arithmetic_problems()}
+    >>> any(row["question"] in train for row in heldout_arithmetic_problems(50))
+    False
+    """
+    if seed == 0:
+        raise DatasetError("heldout_arithmetic_problems(seed=0) would replay the training set; use another seed")
+    seen = {row["question"] for row in arithmetic_problems()}
+    rows = []
+    for row in arithmetic_problems(4 * n, seed=seed):
+        if row["question"] not in seen:
+            seen.add(row["question"])
+            rows.append(row)
+        if len(rows) == n:
+            return rows
+    raise DatasetError(f"heldout_arithmetic_problems: found only {len(rows)} new questions; ask for fewer than {n}")
+
+
 def load_builtin(name: str) -> list[dict[str, Any]]:
     """Rows of a built-in offline dataset: ``"arithmetic"`` (word problems) or ``"code_tasks"``."""
     if name == "arithmetic":

@@ -66,7 +66,7 @@ def run_recipe(recipe: dict[str, Any], *, output_dir: str | Path | None = None, 
     from .training import resolve_rewards, train
 
     out = Path(output_dir or recipe.get("output_dir") or "outputs/grpo-lite")
-    funcs = resolve_rewards(recipe["rewards"])
+    funcs, _ = resolve_rewards(recipe["rewards"])  # names are checked before the model loads
     model_name = str(recipe["model"])
     if model_name == "tiny":
         from accelerate import PartialState

@@ -9,6 +9,9 @@ saved to a folder that ``transformers.AutoModelForCausalLM.from_pretrained`` and
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 CHATML_TEMPLATE = (
@@ -90,7 +93,15 @@ def build_tiny_model(
         model = Qwen2ForCausalLM(config)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
-    model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    (path / "grpo_lite_tiny.json").write_text(json.dumps({"seed": seed, "kind": "random"}) + "\n")
+    # Files are written aside, then moved in one by one with os.replace: another process reading the folder
+    # (a second rank of a multi-process run) sees each file either complete or not yet there, never half written.
+    scratch = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}-"))
+    try:
+        model.save_pretrained(scratch)
+        tokenizer.save_pretrained(scratch)
+        (scratch / "grpo_lite_tiny.json").write_text(json.dumps({"seed": seed, "kind": "random"}) + "\n")
+        for file in sorted(scratch.iterdir(), key=lambda f: f.name == "config.json"):  # config.json last
+            os.replace(file, path / file.name)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     return path

@@ -20,3 +20,10 @@ def tiny_model(tiny_model_dir):
     from grpo_lite import load_model
 
     return load_model(str(tiny_model_dir), lora_rank=8)
+
+
+def pytest_report_header(config):
+    """Say which sandbox isolation the code-execution tests run under on this machine."""
+    from rewards.sandbox import isolation
+
+    return f"sandbox isolation: {isolation()}"

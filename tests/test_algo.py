@@ -5,6 +5,7 @@ import torch
 
 from grpo_lite import prepare_dataset, train
 from grpo_lite.algo import aggregate, clipped_surrogate, grpo_loss, k3_kl, per_token_logps
+from rewards import check_rewards, fuzzy_match_reward
 from rewards.advantages import as_reward_matrix, group_advantages
 
 
@@ -32,20 +33,35 @@ def prompts():
     ],
 )
 def test_lab_advantages_equal_the_advantages_trl_logs(tiny_model, prompts, tmp_path, options):
+    """A real GRPOTrainer run with a library reward; the reward lab, fed the same completions, must give
+    every completion the advantage TRL logged for it."""
     model, tokenizer = tiny_model
     result = train(
-        model, tokenizer, prompts, [length_reward, vowel_reward], output_dir=tmp_path, preset="cpu-smoke",
+        model, tokenizer, prompts, [fuzzy_match_reward, vowel_reward], output_dir=tmp_path, preset="cpu-smoke",
         max_steps=1, num_generations=4, per_device_train_batch_size=8, max_completion_length=10, **options,
     )
     logs = result.trainer._logs
-    matrix = as_reward_matrix([list(logs["rewards"]["length_reward"]), list(logs["rewards"]["vowel_reward"])])
-    ours, _ = group_advantages(
-        matrix, 4, weights=options.get("reward_weights"), scale_rewards=options.get("scale_rewards", "group"),
-        aggregation=options.get("multi_objective_aggregation", "sum_then_normalize"),
+    rows = [
+        {"prompt": p, "completion": c, "answer": p[-1]["content"].removeprefix("Say ")}
+        for p, c in zip(logs["prompt"], logs["completion"])
+    ]
+    report = check_rewards(
+        [fuzzy_match_reward, vowel_reward], rows, reward_weights=options.get("reward_weights"),
+        scale_rewards=options.get("scale_rewards", "group"),
+        multi_objective_aggregation=options.get("multi_objective_aggregation", "sum_then_normalize"),
     )
-    trl_advantages = torch.tensor(list(logs["advantages"]), dtype=torch.float64)
-    assert len(trl_advantages) == 8
-    torch.testing.assert_close(ours, trl_advantages, atol=1e-5, rtol=1e-5)
+    assert report.ok, [str(p) for p in report.problems]
+    assert len(report.rows) == 8 and {row["group"] for row in report.rows} == {0, 1}
+    assert report.scores("fuzzy_match_reward") == pytest.approx(list(logs["rewards"]["fuzzy_match_reward"]))
+    lab = torch.tensor([row["advantage"] for row in report.rows], dtype=torch.float64)
+    torch.testing.assert_close(lab, torch.tensor(list(logs["advantages"]), dtype=torch.float64), atol=1e-4, rtol=1e-4)
+
+
+def test_reference_advantages_center_each_group():
+    matrix = as_reward_matrix([[1.0, 0.0, 0.5, 0.5, 2.0, None, 0.0, 1.0]])
+    advantages, zero_std = group_advantages(matrix, 4)
+    assert abs(advantages[:4].sum()) < 1e-9 and abs(advantages[4:].sum()) < 1e-9
+    assert not zero_std.any()
 
 
 @pytest.mark.parametrize("loss_type", ["grpo", "bnpo", "dr_grpo", "dapo"])

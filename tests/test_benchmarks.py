@@ -25,3 +25,30 @@ def test_docs_sections_are_replaced_not_duplicated(tmp_path):
     replace_section("## A", "## A\n\nsecond", doc)
     text = doc.read_text()
     assert text.count("## A") == 1 and "second" in text and "first" not in text and "## B\n\nother" in text
+
+
+def test_reward_benchmark_measures_every_reward_and_the_trl_ratio():
+    proc = subprocess.run([sys.executable, "benchmarks/rewards_bench.py", "--n", "128", "--math-n", "16"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "| `soft_xml_format_reward` |" in proc.stdout and "| `trl.rewards.accuracy_reward` (baseline) |" in proc.stdout
+    assert "throughput ratio: **" in proc.stdout
+
+
+def test_overhead_benchmark_ends_with_the_ratio_line():
+    proc = subprocess.run([sys.executable, "benchmarks/overhead.py", "--repeats", "1", "--steps", "3"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    last = proc.stdout.strip().splitlines()[-1]
+    assert last.startswith("overhead_ratio=") and float(last.split("=")[1]) > 0
+
+
+def test_run_all_rejects_unknown_benchmarks():
+    proc = subprocess.run([sys.executable, "benchmarks/run_all.py", "--only", "nope"], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 2 and "unknown benchmarks ['nope']" in proc.stderr
+
+
+def test_sandbox_benchmark_reports_the_isolation_ratio():
+    proc = subprocess.run([sys.executable, "benchmarks/sandbox_bench.py", "--n", "8"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "| trivial program, sandboxed |" in proc.stdout and "Sandboxed / plain throughput ratio: **" in proc.stdout

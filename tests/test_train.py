@@ -106,7 +106,7 @@ def test_rewards_can_be_named_by_import_path(tmp_path, monkeypatch):
 
     (tmp_path / "my_rewards.py").write_text("def brevity(completions, **kwargs):\n    return [0.0] * len(completions)\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    (func,) = resolve_rewards(["my_rewards:brevity"])
-    assert func.__name__ == "brevity"
+    (func,), weights = resolve_rewards(["my_rewards:brevity"])
+    assert func.__name__ == "brevity" and weights is None
     with pytest.raises(ValueError, match="cannot import 'nope' from module 'my_rewards'"):
         resolve_rewards("my_rewards:nope")

@@ -1,0 +1,76 @@
+"""``grpo-lite demo``: GRPO-train the shipped demo model on arithmetic and show it getting better.
+
+The demo model (``grpo_lite/assets/demo-model``, made by ``scripts/train_demo_model.py``) answers the
+built-in arithmetic word problems, but it uses the ``<reasoning>``/``<answer>`` format only part of the
+time and gets many sums wrong. The demo measures greedy accuracy and format rate on held-out questions,
+GRPO-trains with the library's correctness and format rewards under the live dashboard, measures again,
+and writes both to ``<output_dir>/demo_eval.json``. It runs offline on a laptop CPU.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+DEMO_MODEL_DIR = Path(__file__).parent / "assets" / "demo-model"
+DEMO_REWARDS = ["numeric_correctness_reward", "soft_xml_format_reward"]
+EVAL_FILE = "demo_eval.json"
+
+
+def run_demo(
+    output_dir: str | Path = "outputs/demo",
+    *,
+    max_steps: int = 60,
+    seed: int = 0,
+    n_heldout: int = 200,
+    model_dir: str | Path = DEMO_MODEL_DIR,
+    dashboard: bool | str = True,
+    **overrides: Any,
+) -> dict[str, Any]:
+    """GRPO-train the demo model and return ``{"before": {...}, "after": {...}, "n_heldout": n}``.
+
+    ``before`` and ``after`` hold greedy ``accuracy`` and ``format_rate`` on ``n_heldout`` questions that
+    are not in the training set. ``overrides`` are GRPOConfig fields passed to :func:`grpo_lite.train`.
+    Run files (run.yaml, metrics.jsonl, the trained weights) and ``demo_eval.json`` go to ``output_dir``.
+    """
+    from transformers import set_seed
+
+    from .data import heldout_arithmetic_problems, load_builtin, prepare_dataset
+    from .evaluation import compare, evaluate
+    from .models import load_model
+    from .training import train
+
+    output_dir = Path(output_dir)
+    set_seed(seed)
+    model, tokenizer = load_model(str(model_dir), lora_rank=None, backend="transformers")
+    # No system prompt: the demo model learned to answer bare questions, and byte tokens make prompts long.
+    heldout = prepare_dataset(heldout_arithmetic_problems(n_heldout), system_prompt=None)
+    dataset = prepare_dataset(load_builtin("arithmetic"), system_prompt=None)
+
+    def measure(trained_model):
+        return evaluate(trained_model, tokenizer, heldout, max_new_tokens=64, batch_size=50)
+
+    before = measure(model)
+    print(f"grpo-lite demo: before training, held-out accuracy {before.accuracy:.0%}, format {before.format_rate:.0%}")
+    options = {
+        "max_steps": max_steps,
+        "seed": seed,
+        "learning_rate": 3e-4,
+        "beta": 0.0,  # no reference model to run: less memory and compute on a laptop (and no KL to log)
+        "num_generations": 8,
+        "per_device_train_batch_size": 16,
+        "max_completion_length": 64,
+        **overrides,
+    }
+    result = train(model, tokenizer, dataset, DEMO_REWARDS, preset="cpu-smoke", output_dir=output_dir, dashboard=dashboard, **options)
+
+    after = measure(result.model)
+    print(compare(before, after))
+    report = {
+        "before": {"accuracy": before.accuracy, "format_rate": before.format_rate},
+        "after": {"accuracy": after.accuracy, "format_rate": after.format_rate},
+        "n_heldout": after.n,
+    }
+    (output_dir / EVAL_FILE).write_text(json.dumps(report, indent=2) + "\n")
+    return report

@@ -1,0 +1,254 @@
+"""Held-out evaluation: how often the model is right, well formatted, and what each reward says.
+
+``evaluate`` generates one greedy completion per row (accuracy, format rate, mean rewards) and, with
+``num_samples=k``, k sampled completions per row for pass@k. ``score`` does the arithmetic on given
+completions, so a report can be checked by hand. ``compare`` puts a base and a trained report side by side.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from math import comb
+from typing import Any, Callable, Sequence
+
+from rich.console import Console, Group
+from rich.markup import escape
+from rich.table import Table
+
+from .inference import generate
+from .training import resolve_rewards, reward_name
+
+EXAMPLES_SHOWN = 3
+
+
+def _default_correctness():
+    from rewards import numeric_correctness_reward
+
+    return numeric_correctness_reward
+
+
+def _default_format():
+    from rewards import soft_xml_format_reward
+
+    return soft_xml_format_reward
+
+
+def pass_at_k(num_samples: int, num_correct: int, k: int) -> float:
+    """Chance that at least one of k completions drawn from ``num_samples`` (``num_correct`` right) is right.
+
+    The unbiased estimator 1 - C(n-c, k) / C(n, k) of Chen et al. (2021), "Evaluating Large Language Models
+    Trained on Code".
+    """
+    if k > num_samples:
+        raise ValueError(f"pass@{k} needs at least {k} samples per row; raise num_samples to {k}")
+    return 1.0 - comb(num_samples - num_correct, k) / comb(num_samples, k)
+
+
+def _ks(num_samples: int) -> list[int]:
+    """1, 2, 4, ... up to num_samples, and num_samples itself."""
+    ks = [k for k in (2**i for i in range(num_samples.bit_length())) if k <= num_samples]
+    return sorted({*ks, num_samples})
+
+
+def _render(renderable) -> str:
+    console = Console(width=120)
+    with console.capture() as capture:
+        console.print(renderable)
+    return capture.get()
+
+
+@dataclass
+class EvalReport:
+    """What ``evaluate`` found; ``print(report)`` shows a table."""
+
+    n: int
+    accuracy: float
+    format_rate: float
+    mean_rewards: dict[str, float]
+    pass_at_k: dict[int, float] = field(default_factory=dict)
+    examples: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Numbers only (no examples), ready for JSON."""
+        return {
+            "n": self.n,
+            "accuracy": self.accuracy,
+            "format_rate": self.format_rate,
+            "mean_rewards": dict(self.mean_rewards),
+            "pass_at_k": {str(k): v for k, v in self.pass_at_k.items()},
+        }
+
+    def rows(self) -> list[tuple[str, float]]:
+        """(label, value) pairs in the order the table shows them."""
+        rows = [("accuracy", self.accuracy), ("format rate", self.format_rate)]
+        rows += [(f"pass@{k}", v) for k, v in self.pass_at_k.items()]
+        rows += [(f"mean {name}", v) for name, v in self.mean_rewards.items()]
+        return rows
+
+    def __rich__(self) -> Table:
+        table = Table(title=f"evaluation on {self.n} rows")
+        table.add_column("metric")
+        table.add_column("value", justify="right")
+        for label, value in self.rows():
+            table.add_row(label, f"{value:.3f}")
+        return table
+
+    def __str__(self) -> str:
+        return _render(self)
+
+
+def _mean(values: Sequence[float | None]) -> float:
+    """Mean over the completions a reward applies to (``None`` means it does not, as in TRL)."""
+    scored = [v for v in values if v is not None]
+    return sum(scored) / len(scored) if scored else float("nan")
+
+
+def _columns(rows: Sequence[dict[str, Any]], repeat: int) -> dict[str, list[Any]]:
+    """Dataset columns as reward keywords (as TRL passes them), each value repeated once per completion."""
+    names = [c for c in rows[0] if c not in ("prompt", "completion")]
+    return {c: [row[c] for row in rows for _ in range(repeat)] for c in names}
+
+
+def _is_correct(score: float | None) -> bool:
+    return score is not None and score > 0
+
+
+def score(
+    rows: Sequence[dict[str, Any]],
+    completions: Sequence[str],
+    rewards: Any = None,
+    *,
+    sampled: Sequence[Sequence[str]] | None = None,
+    correctness: Callable | None = None,
+    format_reward: Callable | None = None,
+) -> EvalReport:
+    """The report for given completions: ``completions[i]`` answers ``rows[i]``; ``sampled[i]`` are k more.
+
+    A completion is correct when ``correctness`` (default ``rewards.numeric_correctness_reward``) gives it a
+    positive score; well formatted when ``format_reward`` (default ``rewards.soft_xml_format_reward``) does.
+    """
+    if len(completions) != len(rows):
+        raise ValueError(f"score: {len(completions)} completions for {len(rows)} rows; pass one per row")
+    if rows and "answer" not in rows[0]:
+        raise ValueError("score: the dataset has no 'answer' column; prepare it with prepare_dataset(..., answer=...)")
+    correctness = correctness or _default_correctness()
+    format_reward = format_reward or _default_format()
+    prompts = [row["prompt"] for row in rows]
+    columns = _columns(rows, 1)
+
+    correct = correctness(prompts=prompts, completions=list(completions), **columns)
+    formatted = format_reward(prompts=prompts, completions=list(completions), **columns)
+    extra = resolve_rewards(rewards)[0] if rewards is not None else []
+    mean_rewards = {reward_name(f): _mean(f(prompts=prompts, completions=list(completions), **columns)) for f in extra}
+
+    pass_k: dict[int, float] = {}
+    if sampled is not None:
+        k = len(sampled[0])
+        flat = [c for row_samples in sampled for c in row_samples]
+        sample_scores = correctness(prompts=[p for p in prompts for _ in range(k)], completions=flat, **_columns(rows, k))
+        num_correct = [sum(_is_correct(s) for s in sample_scores[i * k : (i + 1) * k]) for i in range(len(rows))]
+        pass_k = {j: sum(pass_at_k(k, c, j) for c in num_correct) / len(rows) for j in _ks(k)}
+
+    examples = [
+        {"prompt": row["prompt"], "answer": row["answer"], "completion": completion,
+         "correct": _is_correct(c), "formatted": bool(f and f > 0)}
+        for row, completion, c, f in zip(rows, completions, correct, formatted)
+    ]
+    return EvalReport(
+        n=len(rows),
+        accuracy=sum(e["correct"] for e in examples) / len(rows),
+        format_rate=sum(e["formatted"] for e in examples) / len(rows),
+        mean_rewards=mean_rewards,
+        pass_at_k=pass_k,
+        examples=examples,
+    )
+
+
+def evaluate(
+    model,
+    tokenizer,
+    dataset,
+    rewards: Any = None,
+    *,
+    n: int | None = None,
+    num_samples: int = 1,
+    max_new_tokens: int = 128,
+    temperature: float = 1.0,
+    batch_size: int = 16,
+    seed: int = 0,
+    correctness: Callable | None = None,
+    format_reward: Callable | None = None,
+) -> EvalReport:
+    """Evaluate ``model`` on the first ``n`` rows of a ``prepare_dataset`` dataset (``prompt`` and ``answer``).
+
+    >>> report = evaluate(model, tokenizer, test_set, rewards="gsm8k", n=200, num_samples=4)
+    >>> report.accuracy, report.pass_at_k[4]
+
+    Accuracy and format rate use one greedy completion per row; ``num_samples > 1`` also draws that many
+    completions at ``temperature`` (seeded by ``seed``) for pass@k.
+    """
+    import torch
+
+    rows = [dict(row) for row in (dataset.select(range(min(n, len(dataset)))) if n is not None else dataset)]
+    if not rows:
+        raise ValueError("evaluate: the dataset is empty (or n=0); pass at least one row")
+    if "prompt" not in rows[0]:
+        raise ValueError("evaluate: the dataset has no 'prompt' column; build it with grpo_lite.prepare_dataset")
+    prompts = [row["prompt"] for row in rows]
+    options = dict(max_new_tokens=max_new_tokens, batch_size=batch_size)
+    greedy = generate(model, tokenizer, prompts, **options)
+    sampled = None
+    if num_samples > 1:
+        torch.manual_seed(seed)
+        flat = generate(model, tokenizer, prompts, do_sample=True, temperature=temperature,
+                        num_return_sequences=num_samples, **options)
+        sampled = [flat[i * num_samples : (i + 1) * num_samples] for i in range(len(rows))]
+    return score(rows, greedy, rewards, sampled=sampled, correctness=correctness, format_reward=format_reward)
+
+
+def _verdict(example: dict[str, Any]) -> str:
+    """'(right, formatted) <completion>', escaped so brackets in model output are not read as rich markup."""
+    verdict = ("right" if example["correct"] else "wrong") + (", formatted" if example["formatted"] else "")
+    return f"({verdict}) {escape(example['completion'])}"
+
+
+@dataclass
+class Comparison:
+    """Two reports side by side, with examples where the trained model's correctness changed."""
+
+    base: EvalReport
+    trained: EvalReport
+
+    def changed_examples(self) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+        """(base, trained) example pairs for the same row whose correctness or format differ."""
+        return [
+            (b, t)
+            for b, t in zip(self.base.examples, self.trained.examples)
+            if (b["correct"], b["formatted"]) != (t["correct"], t["formatted"])
+        ]
+
+    def __rich__(self) -> Group:
+        table = Table(title=f"base vs trained on {self.trained.n} rows")
+        for column in ("metric", "base", "trained", "change"):
+            table.add_column(column, justify="left" if column == "metric" else "right")
+        base = dict(self.base.rows())
+        for label, value in self.trained.rows():
+            before = base.get(label)
+            table.add_row(label, "-" if before is None else f"{before:.3f}", f"{value:.3f}",
+                          "" if before is None else f"{value - before:+.3f}")
+        examples = Table(title="examples that changed", show_lines=True)
+        for column in ("answer", "base", "trained"):
+            examples.add_column(column, overflow="fold")
+        for b, t in self.changed_examples()[:EXAMPLES_SHOWN]:
+            examples.add_row(escape(str(b["answer"])), _verdict(b), _verdict(t))
+        return Group(table, examples)
+
+    def __str__(self) -> str:
+        return _render(self)
+
+
+def compare(base_report: EvalReport, trained_report: EvalReport) -> Comparison:
+    """Side by side: ``print(compare(evaluate(base, ...), evaluate(trained, ...)))``."""
+    if base_report.n != trained_report.n:
+        raise ValueError(f"compare: the reports cover {base_report.n} and {trained_report.n} rows; evaluate both on the same rows")
+    return Comparison(base_report, trained_report)

@@ -1,0 +1,208 @@
+"""LiveDashboard: watch a GRPO run while it trains, in a notebook, a terminal or a log.
+
+It shows reward (with a smoothed line), reward_std and frac_reward_zero_std, KL, per-reward means,
+completion length and truncation, grad norm, the latest samples with each reward's score and advantage,
+health warnings with a fix, and a header (model, backend, step / max steps, elapsed, time left, tokens/s).
+The numbers, samples and warnings are redrawn at each logged step (at most every ``min_interval`` s; they
+cost milliseconds). The charts, and ``dashboard.png`` in the output dir, are re-rendered only while all
+drawing stays within ``max_overhead`` of the training time, and once more when training ends. Only the
+main process draws. In a notebook a Stop button ends training after the current step with a checkpoint
+(in a terminal, Ctrl-C does, through ``train``).
+
+``grpo_lite.train`` attaches one; with a bare TRL trainer::
+
+    dashboard = LiveDashboard("outputs/run")
+    trainer = GRPOTrainer(..., callbacks=[dashboard])
+    dashboard.attach(trainer)
+    trainer.train()
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback
+
+from .figure import dashboard_figure, figure_png
+from .health import HealthMonitor
+from .metrics import read_metrics
+from .samples import SampleLog
+from .views import Frame, make_view
+
+PNG_FILE = "dashboard.png"
+FIRST_CHART_SECONDS = 1.0  # the first chart's budget: importing matplotlib and a 6-panel PNG on a slow CPU
+
+
+def duration(seconds: float) -> str:
+    """``m:ss``, or ``h:mm:ss`` from an hour on."""
+    minutes, seconds = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{seconds:02d}" if hours else f"{minutes}:{seconds:02d}"
+
+
+class LiveDashboard(TrainerCallback):
+    """A ``TrainerCallback`` drawing the run's dashboard; see the module docstring.
+
+    Args:
+        output_dir: where ``dashboard.png`` (and, without ``train``, ``samples.jsonl``) go; default: the
+            trainer's ``output_dir``.
+        trainer: the ``GRPOTrainer`` whose recent samples are shown; or call :meth:`attach` once it exists.
+        view: ``"auto"``, ``"notebook"``, ``"terminal"`` or ``"log"``.
+        max_overhead: the share of training time all drawing may take; charts wait until they fit (the last
+            frame, drawn when training ends, comes on top).
+        min_interval: seconds between two redraws of the numbers and samples.
+        samples_shown: how many of the newest completions the table shows.
+        stop_button: show a Stop button in notebooks.
+    """
+
+    def __init__(self, output_dir: str | Path | None = None, *, trainer=None, view: str = "auto",
+                 max_overhead: float = 0.02, min_interval: float = 1.0, samples_shown: int = 6,
+                 stop_button: bool = True):
+        if not 0 < max_overhead <= 1:
+            raise ValueError(f"LiveDashboard max_overhead={max_overhead}: use a share of training time in (0, 1]")
+        self.output_dir = Path(output_dir) if output_dir else None
+        self.trainer = trainer
+        self.view_kind = view
+        self.max_overhead = max_overhead
+        self.min_interval = min_interval
+        self.samples_shown = samples_shown
+        self.stop_button = stop_button
+        self.history: list[dict[str, Any]] = []
+        self.health = HealthMonitor()
+        self.samples = SampleLog(self.output_dir, trainer=trainer)
+        self.header: dict[str, str] = {}
+        self.view = None
+        self.redraws = 0
+        self.charts = 0
+        self.draw_seconds = 0.0
+        self.png: bytes | None = None
+        self.stop_requested = False
+        self._is_main = True
+        self._writes_samples = True
+        self._start_step = 0
+        self._start_tokens = 0.0
+        self._train_start = time.perf_counter()
+        self._last_draw_end = 0.0
+        self._chart_cost = FIRST_CHART_SECONDS
+
+    def attach(self, trainer) -> "LiveDashboard":
+        """Give the dashboard its trainer (built after the callback, which the trainer needs first)."""
+        self.trainer = trainer
+        self.samples.attach(trainer)
+        return self
+
+    # Trainer events -------------------------------------------------------------------------------
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        self._is_main = state.is_world_process_zero
+        if not self._is_main:
+            return
+        self.output_dir = self.output_dir or Path(args.output_dir)
+        self._use_run_samples(state)
+        self.history = [r for r in read_metrics(self.output_dir) if r.get("step", 0) <= state.global_step]
+        reward_names = getattr(self.trainer, "reward_func_names", ())
+        self.health = HealthMonitor(beta=getattr(args, "beta", None), max_steps=state.max_steps, reward_names=reward_names)
+        for record in self.history:
+            self.health.update(record)
+        backend = getattr(getattr(model, "grpo_lite_backend", None), "name", None)
+        name = str(getattr(getattr(model, "config", None), "_name_or_path", "") or type(model).__name__)
+        self.header = {"model": Path(name).name or name, "backend": backend or "transformers"}
+        self._train_start = time.perf_counter()
+        self._start_step = state.global_step
+        self._start_tokens = float(self.history[-1].get("num_tokens") or 0) if self.history else 0.0
+        self.view = make_view(self.view_kind, on_stop=self.request_stop if self.stop_button else None)
+
+    def _use_run_samples(self, state) -> None:
+        """Share the run's own SampleLog when the trainer has one (``train`` adds it), else keep ours."""
+        callbacks = getattr(getattr(self.trainer, "callback_handler", None), "callbacks", ())
+        shared = next((c for c in callbacks if isinstance(c, SampleLog)), None)
+        self._writes_samples = shared is None
+        if shared is not None:
+            self.samples = shared
+        else:
+            self.samples = SampleLog(self.output_dir, trainer=self.trainer)
+            self.samples.start(resume_step=state.global_step)
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not self._is_main or not logs or "reward" not in logs:
+            return
+        if self._writes_samples:
+            self.samples.on_log(args, state, control, logs=logs)
+        record = {"step": state.global_step, **logs}
+        self.history.append(record)
+        for warning in self.health.update(record):
+            print(f"grpo-lite warning: {warning}", flush=True)
+        now = time.perf_counter()
+        if now - self._last_draw_end >= self.min_interval:
+            self.draw(state, chart=self._chart_fits_budget(now))
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self._is_main and self.view is not None:
+            self.view.poll()
+        if self.stop_requested:
+            control.should_save = True
+            control.should_training_stop = True
+        return control
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if not self._is_main or self.view is None:
+            return
+        self.draw(state)
+        self.view.close()
+
+    # Drawing ----------------------------------------------------------------------------------------
+
+    def _chart_fits_budget(self, now: float) -> bool:
+        """Whether one more chart (costing what the last one did) keeps all drawing within ``max_overhead``."""
+        return self.draw_seconds + self._chart_cost <= self.max_overhead * (now - self._train_start)
+
+    def _header(self, state) -> dict[str, str]:
+        if state is None:  # show_run: a finished run's header comes from its files
+            return dict(self.header)
+        elapsed = time.perf_counter() - self._train_start
+        header = {**self.header, "step": f"{state.global_step}/{state.max_steps}", "elapsed": duration(elapsed)}
+        done = state.global_step - self._start_step
+        if done > 0:
+            header["left"] = duration(elapsed / done * max(state.max_steps - state.global_step, 0))
+            tokens = float(self.history[-1].get("num_tokens") or 0) - self._start_tokens if self.history else 0
+            header["tokens/s"] = f"{tokens / elapsed:.0f}" if tokens > 0 else "-"
+        return header
+
+    def frame(self, state=None) -> Frame:
+        """What the next redraw shows; ``state`` is the trainer's (None when re-drawing a finished run)."""
+        return Frame(
+            header=self._header(state),
+            latest=self.history[-1] if self.history else {},
+            warnings=list(self.health.warnings),
+            samples=list(self.samples.recent)[-self.samples_shown:],
+            png=self.png,
+        )
+
+    def draw(self, state=None, chart: bool = True) -> None:
+        """Redraw now; with ``chart``, re-render the charts and ``dashboard.png`` (written whole, so that a
+        reader never sees half a file) first."""
+        start = time.perf_counter()
+        if chart and self.history:
+            self.png = figure_png(dashboard_figure(self.history))
+            if self.output_dir:
+                self.output_dir.mkdir(parents=True, exist_ok=True)
+                partial = self.output_dir / f".{PNG_FILE}.partial"
+                partial.write_bytes(self.png)
+                os.replace(partial, self.output_dir / PNG_FILE)
+            self.charts += 1
+            self._chart_cost = time.perf_counter() - start
+        if self.view is not None:
+            self.view.update(self.frame(state))
+        self.redraws += 1
+        self._last_draw_end = time.perf_counter()
+        self.draw_seconds += self._last_draw_end - start
+
+    # Stop control ---------------------------------------------------------------------------------
+
+    def request_stop(self) -> None:
+        """End training after the current step, saving a checkpoint (the Stop button calls this)."""
+        self.stop_requested = True
+        print("grpo-lite: stopping after this step; a checkpoint will be saved", flush=True)

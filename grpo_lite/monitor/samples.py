@@ -1,0 +1,127 @@
+"""samples.jsonl: what the model wrote, with each reward's score and the advantage it got.
+
+One line per completion of each logged step, from GRPOTrainer's own record of the batch: ``step``,
+``prompt``, ``completion``, ``rewards`` (name -> score, null where a reward did not apply), ``total`` and
+``advantage``. The file is bounded: past ``max_rows`` it keeps the newest half.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback
+
+SAMPLES_FILE = "samples.jsonl"
+
+
+def _text(value: Any) -> str:
+    """Prompt or completion text from TRL's log (strings or chat message lists)."""
+    if isinstance(value, list):
+        messages = [m for m in value if isinstance(m, dict)]
+        if len(messages) == 1:
+            return str(messages[0].get("content", ""))
+        return "\n".join(f"{m.get('role', '')}: {m.get('content', '')}" for m in messages)
+    return str(value)
+
+
+def _score(value: Any) -> float | None:
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def batch_samples(trainer, step: int) -> list[dict[str, Any]]:
+    """The latest generation batch's samples, from GRPOTrainer's ``_logs`` (it keeps one batch)."""
+    logs = getattr(trainer, "_logs", None)
+    if not logs or not logs.get("completion"):
+        return []
+    n = len(logs["completion"])
+    prompts, completions = list(logs["prompt"])[-n:], list(logs["completion"])[-n:]
+    advantages = list(logs["advantages"])[-n:]
+    scores = {name: list(values)[-n:] for name, values in logs["rewards"].items()}
+    weights = getattr(trainer, "reward_weights", None)
+    weights = [float(w) for w in weights] if weights is not None else [1.0] * len(scores)
+    rows = []
+    for i in range(n):
+        rewards = {name: _score(values[i]) for name, values in scores.items()}
+        present = [(s, w) for s, w in zip(rewards.values(), weights) if s is not None]
+        rows.append({
+            "step": step,
+            "prompt": _text(prompts[i]),
+            "completion": _text(completions[i]),
+            "rewards": rewards,
+            "total": round(sum(float(s) * float(w) for s, w in present), 6) if present else None,
+            "advantage": _score(advantages[i]) if i < len(advantages) else None,
+        })
+    return rows
+
+
+class SampleLog(TrainerCallback):
+    """Appends each logged step's samples to ``samples.jsonl`` and keeps the newest in memory."""
+
+    def __init__(self, output_dir: str | Path | None, *, trainer=None, max_rows: int = 5_000, keep_recent: int = 64):
+        self.path = Path(output_dir) / SAMPLES_FILE if output_dir else None
+        self.trainer = trainer
+        self.max_rows = max_rows
+        self.recent: deque[dict[str, Any]] = deque(maxlen=keep_recent)
+        self._rows_on_disk = None
+        self._last_batch: list[tuple[str, float | None]] = []
+
+    def attach(self, trainer) -> "SampleLog":
+        self.trainer = trainer
+        return self
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if state.is_world_process_zero:
+            self.start(resume_step=state.global_step)
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not state.is_world_process_zero or not logs or "reward" not in logs:
+            return
+        rows = batch_samples(self.trainer, state.global_step)
+        batch = [(row["completion"], row["advantage"]) for row in rows]
+        if batch != self._last_batch:  # one generation can feed several steps (steps_per_generation > 1)
+            self._last_batch = batch
+            self.add(rows)
+
+    def start(self, resume_step: int) -> None:
+        """Drop lines past ``resume_step`` (a resumed run writes those steps again)."""
+        if self.path is None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        kept = [row for row in read_samples(self.path) if row.get("step", 0) <= resume_step]
+        self.path.write_text("".join(json.dumps(row) + "\n" for row in kept))
+        self._rows_on_disk = len(kept)
+
+    def add(self, rows: list[dict[str, Any]]) -> None:
+        self.recent.extend(rows)
+        if self.path is None or not rows:
+            return
+        if self._rows_on_disk is None:
+            self.start(resume_step=rows[0]["step"] - 1)
+        with self.path.open("a") as handle:
+            handle.write("".join(json.dumps(row) + "\n" for row in rows))
+        self._rows_on_disk += len(rows)
+        if self._rows_on_disk > self.max_rows:
+            kept = read_samples(self.path)[-self.max_rows // 2 :]
+            self.path.write_text("".join(json.dumps(row) + "\n" for row in kept))
+            self._rows_on_disk = len(kept)
+
+
+def read_samples(path: str | Path) -> list[dict[str, Any]]:
+    """The rows of a samples.jsonl (or of the one in a run folder); lines cut by a killed process are skipped."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / SAMPLES_FILE
+    if not path.exists():
+        return []
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return rows

@@ -1,0 +1,49 @@
+"""show_run: the dashboard of a finished or interrupted run, re-drawn from the files in its output dir.
+
+For a user who reconnects to Colab after a disconnect: ``metrics.jsonl`` holds every logged step and
+``samples.jsonl`` the completions, so the whole history, warnings included, comes back.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..config import load_run_yaml
+from ..training import RUN_FILE
+from .dashboard import LiveDashboard, duration
+from .health import HealthMonitor
+from .metrics import read_metrics
+from .samples import read_samples
+from .views import make_view
+
+
+def show_run(output_dir: str | Path, view: str = "auto") -> LiveDashboard:
+    """Draw the dashboard of the run in ``output_dir`` and rewrite its ``dashboard.png``.
+
+    Returns the dashboard, whose ``history``, ``health.warnings`` and ``samples.recent`` hold what it drew.
+    """
+    output_dir = Path(output_dir)
+    history = read_metrics(output_dir)
+    if not history:
+        raise FileNotFoundError(f"show_run: no metrics.jsonl with logged steps in {output_dir}; pass the output_dir "
+                                "that train() wrote to")
+    run = load_run_yaml(output_dir / RUN_FILE) if (output_dir / RUN_FILE).exists() else {}
+    options = run.get("grpo_config", {})
+    last_step = history[-1]["step"]
+    dashboard = LiveDashboard(output_dir, view=view, stop_button=False)
+    dashboard.history = history
+    dashboard.header = {
+        "model": Path(str(run.get("model", "-"))).name,
+        "backend": str(run.get("backend") or "transformers"),
+        "step": f"{last_step}/{options['max_steps']}" if options.get("max_steps", -1) > 0 else str(last_step),
+        "elapsed": duration(history[-1].get("time", 0) - history[0].get("time", 0)),
+    }
+    dashboard.health = HealthMonitor(beta=options.get("beta"), max_steps=options.get("max_steps"),
+                                     reward_names=run.get("rewards", ()))
+    for record in history:
+        dashboard.health.update(record)
+    dashboard.samples.recent.extend(read_samples(output_dir)[-dashboard.samples.recent.maxlen:])
+    dashboard.view = make_view(view)
+    dashboard.draw()
+    dashboard.view.close()
+    return dashboard

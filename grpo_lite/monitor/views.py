@@ -1,0 +1,182 @@
+"""Where the dashboard is drawn: a notebook output, a terminal, or plain log lines.
+
+Every view takes the same :class:`Frame`. The notebook view updates one display handle holding one
+fixed-size HTML block (an inline PNG and a table): flicker-free, no widget manager or CDN needed, and the
+last frame stays in the saved notebook. The terminal view is a rich ``Live`` panel.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+COMPLETION_CHARS = 300
+
+
+@dataclass
+class Frame:
+    """Everything one redraw shows."""
+
+    header: dict[str, str]
+    latest: dict[str, Any]
+    warnings: list = field(default_factory=list)
+    samples: list[dict[str, Any]] = field(default_factory=list)
+    png: bytes | None = None
+
+
+def _fmt(value: Any) -> str:
+    """Numbers to 4 significant digits; a missing value (a reward that did not apply) is blank."""
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return "" if value is None else str(value)
+
+
+def _last_user_message(prompt: str) -> str:
+    return prompt.rsplit("user: ", 1)[-1]
+
+
+LATEST_KEYS = ("reward", "reward_std", "frac_reward_zero_std", "kl", "completions/mean_length", "completions/clipped_ratio", "grad_norm")
+
+
+def latest_values(latest: dict[str, Any]) -> list[tuple[str, str]]:
+    """The newest step's headline metrics, then its ``invariants/*`` checks when the run logs them."""
+    invariants = sorted(k for k in latest if k.startswith("invariants/"))
+    return [(key.removeprefix("invariants/"), _fmt(latest.get(key))) for key in (*LATEST_KEYS, *invariants)]
+
+
+def frame_html(frame: Frame) -> str:
+    """One self-contained HTML block (fixed width, so updates do not reflow the page)."""
+    header = " &middot; ".join(f"<b>{html.escape(k)}</b> {html.escape(v)}" for k, v in frame.header.items())
+    latest = "".join(f'<div style="margin-right:14px"><b>{html.escape(k)}</b><br>{v}</div>' for k, v in latest_values(frame.latest))
+    warnings = "".join(
+        f"<li><b>{html.escape(w.rule)}</b> (step {w.step}): {html.escape(w.message)}. <i>Fix:</i> {html.escape(w.fix)}</li>"
+        for w in frame.warnings
+    ) or "<li>no warnings</li>"
+    image = f'<img style="width:960px" src="data:image/png;base64,{base64.b64encode(frame.png).decode()}">' if frame.png else ""
+    names = sorted({n for s in frame.samples for n in s["rewards"]})
+    rows = "".join(
+        "<tr>"
+        f"<td>{s['step']}</td><td>{html.escape(_last_user_message(s['prompt'])[:80])}</td>"
+        f"<td><details><summary>{html.escape(s['completion'][:60])}</summary><pre style='white-space:pre-wrap'>"
+        f"{html.escape(s['completion'][:COMPLETION_CHARS])}</pre></details></td>"
+        + "".join(f"<td>{_fmt(s['rewards'].get(n))}</td>" for n in names)
+        + f"<td>{_fmt(s['total'])}</td><td>{_fmt(s['advantage'])}</td></tr>"
+        for s in frame.samples
+    )
+    heads = "".join(f"<th>{html.escape(n)}</th>" for n in names)
+    return (
+        '<div class="grpo-lite-dashboard" style="width:980px;font-family:sans-serif;font-size:12px">'
+        f'<div>{header}</div><div style="display:flex;flex-wrap:wrap;margin:6px 0">{latest}</div>'
+        f'<ul style="color:#a33">{warnings}</ul>{image}'
+        f"<table><tr><th>step</th><th>prompt</th><th>completion</th>{heads}<th>total</th><th>advantage</th></tr>{rows}</table>"
+        "</div>"
+    )
+
+
+def frame_rich(frame: Frame):
+    """The same frame as a rich renderable for terminals."""
+    from rich.console import Group
+    from rich.panel import Panel
+    from rich.table import Table
+    from rich.text import Text
+
+    latest = Table.grid(padding=(0, 2))
+    values = latest_values(frame.latest)
+    latest.add_row(*[Text(k, style="bold") for k, _ in values])
+    latest.add_row(*[v for _, v in values])
+    names = sorted({n for s in frame.samples for n in s["rewards"]})
+    samples = Table("step", "completion", *names, "total", "adv", expand=True)
+    for s in frame.samples[-4:]:
+        samples.add_row(str(s["step"]), Text(s["completion"][:120].replace("\n", "\\n")),
+                        *[_fmt(s["rewards"].get(n)) for n in names], _fmt(s["total"]), _fmt(s["advantage"]))
+    warnings = [Text(f"! {w.rule} (step {w.step}): {w.message} -> {w.fix}", style="yellow") for w in frame.warnings[-5:]]
+    title = "  ".join(f"{k}: {v}" for k, v in frame.header.items())
+    return Panel(Group(latest, *warnings, samples), title=title, title_align="left")
+
+
+class NotebookView:
+    """One display handle, updated in place; with ``on_stop``, a :class:`StopButton` above it."""
+
+    def __init__(self, on_stop=None):
+        from IPython.display import HTML, display
+
+        from .stop_button import StopButton
+
+        self._html = HTML
+        self.stop_button = None
+        if on_stop is not None:
+            try:
+                self.stop_button = StopButton(on_stop)
+            except ImportError as error:  # ipywidgets, or jupyter-ui-poll on kernels without subshells
+                print(f"grpo-lite: no Stop button: {error.name} is not installed (pip install ipywidgets "
+                      "jupyter-ui-poll); the kernel's interrupt button also stops after the current step")
+        self.handle = display(HTML("<i>grpo-lite: waiting for the first step...</i>"), display_id=True)
+
+    def poll(self) -> None:
+        if self.stop_button is not None:
+            self.stop_button.poll()
+
+    def update(self, frame: Frame) -> None:
+        self.handle.update(self._html(frame_html(frame)))
+
+    def close(self) -> None:
+        if self.stop_button is not None:
+            self.stop_button.close()
+
+
+class TerminalView:
+    def __init__(self):
+        from rich.console import Console
+        from rich.live import Live
+
+        self.live = Live(console=Console(), auto_refresh=False, transient=False)
+        self.live.start()
+
+    def update(self, frame: Frame) -> None:
+        self.live.update(frame_rich(frame), refresh=True)
+
+    def poll(self) -> None:
+        """Ctrl-C is the terminal's stop control (see ``grpo_lite.training.GracefulInterrupt``)."""
+
+    def close(self) -> None:
+        self.live.stop()
+
+
+class LogView:
+    """For logs and CI: one line per redraw, warnings as they come."""
+
+    def update(self, frame: Frame) -> None:
+        values = " ".join(f"{k}={_fmt(frame.latest.get(k))}" for k in ("reward", "reward_std", "kl"))
+        print(f"grpo-lite: step {frame.header.get('step', '?')} {values}", file=sys.stderr, flush=True)
+
+    def poll(self) -> None:
+        """Nothing to poll: stop with Ctrl-C."""
+
+    def close(self) -> None:
+        pass
+
+
+def in_notebook() -> bool:
+    """True under a Jupyter kernel (JupyterLab, Colab, Kaggle, VS Code); False in a terminal, even in IPython."""
+    if "IPython" not in sys.modules:  # never import IPython just to find out
+        return False
+    shell = sys.modules["IPython"].get_ipython()
+    return getattr(shell, "kernel", None) is not None
+
+
+def make_view(kind: str, on_stop=None):
+    """``"auto"``: the notebook view in Jupyter/Colab/Kaggle/VS Code, rich in a terminal, log lines otherwise.
+
+    ``on_stop`` is called when the notebook's Stop button is clicked (other views stop on Ctrl-C).
+    """
+    if kind == "auto":
+        kind = "notebook" if in_notebook() else "terminal" if sys.stdout.isatty() else "log"
+    if kind == "notebook":
+        return NotebookView(on_stop) if in_notebook() else LogView()  # no kernel to show HTML: plain text
+    views = {"terminal": TerminalView, "log": LogView}
+    if kind not in views:
+        raise ValueError(f"dashboard view {kind!r}: use one of 'auto', 'notebook', 'terminal', 'log'")
+    return views[kind]()

@@ -1,0 +1,75 @@
+"""Curriculum training: several GRPO runs in a row on the same LoRA weights, e.g. format first, then correctness.
+
+Each stage is an ordinary :func:`grpo_lite.train` run in its own folder (``<output_dir>/<i>-<name>``) with its
+own rewards and settings. The stages' step records are also joined into ``<output_dir>/metrics.jsonl`` with
+steps numbered on from the previous stage and a ``stage`` field, so one history shows the whole curriculum.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Sequence
+
+from .monitor.metrics import METRICS_FILE, read_metrics
+from .training import TrainResult, train
+
+
+class Stage:
+    """One stage: its rewards, how many steps, and any ``train`` / GRPOConfig overrides for it alone.
+
+    >>> Stage(rewards="soft_xml_format_reward", max_steps=50, name="format")
+    >>> Stage(rewards="gsm8k", max_steps=250, learning_rate=5e-6)
+    """
+
+    def __init__(self, rewards: Any, max_steps: int, name: str | None = None, **overrides: Any):
+        if max_steps < 1:
+            raise ValueError(f"Stage(max_steps={max_steps}): a stage needs at least one step")
+        self.rewards = rewards
+        self.max_steps = max_steps
+        self.name = name
+        self.overrides = overrides
+
+    def __repr__(self) -> str:
+        extra = "".join(f", {k}={v!r}" for k, v in self.overrides.items())
+        return f"Stage(rewards={self.rewards!r}, max_steps={self.max_steps}, name={self.name!r}{extra})"
+
+
+def _combine(stage_dirs: Sequence[Path], names: Sequence[str], path: Path) -> None:
+    """Write the stages' records as one history: steps continue across stages, each record names its stage."""
+    records, offset = [], 0
+    for stage_dir, name in zip(stage_dirs, names):
+        stage_records = read_metrics(stage_dir)
+        records += [{**r, "step": r["step"] + offset, "stage": name, "stage_step": r["step"]} for r in stage_records]
+        offset += max((r["step"] for r in stage_records), default=0)
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+def train_stages(
+    stages: Sequence[Stage],
+    model,
+    tokenizer,
+    dataset,
+    *,
+    output_dir: str | Path = "outputs/grpo-lite-stages",
+    **common: Any,
+) -> list[TrainResult]:
+    """Run ``stages`` one after another on ``model``'s LoRA weights; returns each stage's :class:`TrainResult`.
+
+    ``common`` are ``train`` arguments for every stage (``preset``, ``num_generations``, ...); a stage's own
+    overrides win over them.
+    """
+    if not stages:
+        raise ValueError("train_stages: no stages; pass a list like [Stage(rewards=..., max_steps=...), ...]")
+    output_dir = Path(output_dir)
+    names = [stage.name or f"stage{i}" for i, stage in enumerate(stages, start=1)]
+    stage_dirs = [output_dir / f"{i}-{name}" for i, name in enumerate(names, start=1)]
+    results = []
+    for stage, name, stage_dir in zip(stages, names, stage_dirs):
+        print(f"grpo-lite: stage {name!r}: {stage.max_steps} steps with rewards {stage.rewards!r}")
+        settings = {**common, **stage.overrides, "max_steps": stage.max_steps}
+        result = train(model, tokenizer, dataset, stage.rewards, output_dir=stage_dir, **settings)
+        model = result.model  # the same LoRA weights, now trained, go into the next stage
+        results.append(result)
+        _combine(stage_dirs[: len(results)], names, output_dir / METRICS_FILE)
+    return results

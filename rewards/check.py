@@ -1,0 +1,287 @@
+"""The reward lab: run reward functions over sample rows and see what they do before paying for a GPU.
+
+    report = check_rewards([soft_xml_format_reward, numeric_correctness_reward], rows)
+    report            # a table in a notebook or terminal: scores, parsed answer vs gold, advantages, problems
+    report.ok         # False when a function crashed, returned the wrong length, NaN/inf, ...
+
+Rows are dicts with ``completion`` (a string or chat messages) and optionally ``prompt``, ``answer`` and
+any other column a reward reads. Rows that share a prompt form a GRPO group: the lab shows the advantage
+each completion would get from the trainer (same formula as the installed TRL) and flags groups where
+every completion ties, which teach the model nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from .correctness import final_answer, gold_answers
+from .extract import completion_text
+
+RESERVED = ("prompt", "completion")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Something wrong the lab found: ``kind``, the reward function and row it concerns, and why."""
+
+    kind: str
+    message: str
+    function: str | None = None
+    row: int | None = None
+
+    def __str__(self) -> str:
+        where = " ".join(x for x in (self.function and f"[{self.function}]", self.row is not None and f"row {self.row}") if x)
+        return f"{self.kind}: {where + ': ' if where else ''}{self.message}"
+
+
+@dataclass
+class RewardReport:
+    """Scores per function per row, parsed answers, advantages and the problems found."""
+
+    functions: list[str]
+    rows: list[dict[str, Any]]
+    problems: list[Problem] = field(default_factory=list)
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """True when no function crashed or returned unusable scores (signal warnings do not count)."""
+        return not any(p.kind in ERRORS for p in self.problems)
+
+    def scores(self, function: str) -> list[float | None]:
+        return [row["scores"][function] for row in self.rows]
+
+    def kinds(self) -> set[str]:
+        return {p.kind for p in self.problems}
+
+    def __rich__(self):
+        from rich.console import Group
+        from rich.table import Table
+        from rich.text import Text
+
+        table = Table(title=f"Reward lab: {len(self.rows)} rows x {len(self.functions)} functions", show_lines=False)
+        table.add_column("row", justify="right", min_width=3)
+        table.add_column("group", justify="right", min_width=3)
+        table.add_column("completion", max_width=40, overflow="ellipsis", no_wrap=True)
+        table.add_column("parsed / gold", min_width=8, max_width=22, overflow="ellipsis", no_wrap=True)
+        for name in self.functions:  # spaces let long names wrap between words instead of being cut
+            header = name.removesuffix("_reward").replace("_", " ")
+            table.add_column(header, justify="right", min_width=max(map(len, header.split())))
+        table.add_column("total", justify="right", min_width=5)
+        table.add_column("advantage", justify="right", min_width=9)
+        for row in self.rows:
+            table.add_row(
+                str(row["row"]),
+                str(row["group"]),
+                Text(row["completion"].replace("\n", "\\n")),
+                Text(f"{row['parsed']} / {row['gold']}"),
+                *[_fmt(row["scores"][name]) for name in self.functions],
+                _fmt(row["total"]),
+                _fmt(row.get("advantage")),
+            )
+        lines = [Text(f"x {p}", style="bold red" if p.kind in ERRORS else "yellow") for p in self.problems]
+        return Group(table, *(lines or [Text("no problems found", style="green")]))
+
+    def __str__(self) -> str:
+        from rich.console import Console
+
+        console = Console(width=160, record=True, file=open("/dev/null", "w"), color_system=None)
+        console.print(self)
+        return console.export_text()
+
+    def _repr_html_(self) -> str:
+        from rich.console import Console
+
+        console = Console(width=160, record=True, file=open("/dev/null", "w"))
+        console.print(self)
+        return console.export_html(inline_styles=True, code_format="<pre style='font-size:12px'>{code}</pre>")
+
+
+ERRORS = {"exception", "wrong_length", "not_a_number", "unreadable_completion"}
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}"
+
+
+def _columns(samples: Sequence[dict[str, Any]]) -> dict[str, list[Any]]:
+    keys = sorted({k for row in samples for k in row if k not in RESERVED})
+    return {key: [row.get(key) for row in samples] for key in keys}
+
+
+def _call(func: Callable, samples: Sequence[dict[str, Any]], extra: dict[str, Any]) -> list[Any]:
+    return func(
+        prompts=[row.get("prompt") for row in samples],
+        completions=[row.get("completion") for row in samples],
+        **_columns(samples),
+        **extra,
+    )
+
+
+def _score_function(func: Callable, name: str, samples: Sequence[dict[str, Any]], extra: dict[str, Any]):
+    """One function's scores (None where it could not score) and the problems it showed."""
+    n = len(samples)
+    try:
+        scores = _call(func, samples, extra)
+    except Exception:
+        problems = []
+        for i, row in enumerate(samples):  # find the rows that make it crash
+            try:
+                _call(func, [row], extra)
+            except Exception as error:
+                problems.append(Problem("exception", f"{type(error).__name__}: {error}", name, i))
+        if not problems:
+            problems.append(Problem("exception", traceback.format_exc(limit=-1).strip(), name))
+        return [None] * n, problems
+    if not isinstance(scores, (list, tuple)) or len(scores) != n:
+        got = f"{len(scores)} scores" if isinstance(scores, (list, tuple)) else f"a {type(scores).__name__}"
+        return [None] * n, [Problem("wrong_length", f"returned {got} for {n} completions; return one per completion", name)]
+    clean: list[float | None] = []
+    problems = []
+    for i, score in enumerate(scores):
+        if score is None:
+            clean.append(None)
+        elif not isinstance(score, (int, float)) or not math.isfinite(score):
+            problems.append(Problem("not_a_number", f"returned {score!r}; return a finite float or None", name, i))
+            clean.append(None)
+        else:
+            clean.append(float(score))
+    scored = [s for s in clean if s is not None]
+    if n >= 2 and len(scored) == n and len(set(scored)) == 1:
+        problems.append(Problem("constant", f"scores {scored[0]:g} for every sample: it carries no signal here", name))
+    if n and not scored:
+        problems.append(Problem("never_scores", "returned None for every sample (missing column? unparseable golds?)", name))
+    return clean, problems
+
+
+def _readable(completion: Any) -> bool:
+    try:
+        completion_text(completion)
+    except TypeError:
+        return False
+    return not isinstance(completion, (list, tuple)) or all(isinstance(m, dict) and "content" in m for m in completion)
+
+
+def _groups(samples: Sequence[dict[str, Any]]) -> list[int]:
+    keys: dict[str, int] = {}
+    return [keys.setdefault(json.dumps(row.get("prompt"), sort_keys=True, default=str), len(keys)) for row in samples]
+
+
+def check_rewards(
+    reward_funcs: Callable | Sequence[Callable],
+    samples: Sequence[dict[str, Any]] | Any,
+    *,
+    reward_weights: Sequence[float] | None = None,
+    scale_rewards: str = "group",
+    multi_objective_aggregation: str = "sum_then_normalize",
+    completion_chars: int = 80,
+) -> RewardReport:
+    """Score ``samples`` with every function and report per-row scores, advantages and problems.
+
+    ``reward_funcs`` may be functions, a ``RewardSet`` or registry names. The advantage settings are
+    ``GRPOConfig``'s (``reward_weights``, ``scale_rewards``, ``multi_objective_aggregation``).
+    """
+    from .combine import expand
+    from .registry import resolve
+
+    named = [reward_funcs] if isinstance(reward_funcs, str) else reward_funcs
+    if isinstance(named, (list, tuple)):
+        named = [f for item in named for f in (resolve(item) if isinstance(item, str) else [item])]
+    funcs, set_weights = expand(named)
+    weights = list(reward_weights) if reward_weights is not None else set_weights
+    rows_in = [dict(row) for row in (samples.to_list() if hasattr(samples, "to_list") else samples)]
+    if not rows_in:
+        raise ValueError("no samples: pass rows like {'prompt': ..., 'completion': ..., 'answer': ...}")
+    missing = [i for i, row in enumerate(rows_in) if "completion" not in row]
+    if missing:
+        raise ValueError(f"rows {missing[:5]} have no 'completion' key; each row needs the completion to score")
+    if weights is not None and len(weights) != len(funcs):
+        raise ValueError(f"reward_weights has {len(weights)} values for {len(funcs)} reward functions")
+
+    names = [getattr(f, "__name__", type(f).__name__) for f in funcs]
+    problems = [
+        Problem("unreadable_completion", "not a string or a list of {'role', 'content'} messages", row=i)
+        for i, row in enumerate(rows_in)
+        if not _readable(row["completion"])
+    ]
+    readable = [row if _readable(row["completion"]) else {**row, "completion": ""} for row in rows_in]
+    extra = {"completion_ids": [list(completion_text(r["completion"]).encode()) for r in readable]}
+    scores: dict[str, list[float | None]] = {}
+    for func, name in zip(funcs, names):
+        scores[name], found = _score_function(func, name, readable, extra)
+        problems += found
+
+    groups = _groups(readable)
+    golds = gold_answers([r.get("answer") for r in readable], len(readable))
+    w = weights or [1.0] * len(funcs)
+    rows = []
+    for i, row in enumerate(readable):
+        text = completion_text(row["completion"])
+        present = [(s, wk) for s, wk in ((scores[n][i], wk) for n, wk in zip(names, w)) if s is not None]
+        rows.append({
+            "row": i,
+            "group": groups[i],
+            "completion": text[:completion_chars] + ("..." if len(text) > completion_chars else ""),
+            "parsed": final_answer(text),
+            "gold": golds[i],
+            "scores": {n: scores[n][i] for n in names},
+            "total": round(sum(s * wk for s, wk in present), 6) if present else None,
+        })
+    problems += _advantages(rows, names, weights, scale_rewards, multi_objective_aggregation)
+    settings = {"reward_weights": weights, "scale_rewards": scale_rewards, "multi_objective_aggregation": multi_objective_aggregation}
+    return RewardReport(functions=names, rows=rows, problems=problems, settings=settings)
+
+
+def _advantages(rows, names, weights, scale_rewards, aggregation) -> list[Problem]:
+    """Fill ``row["advantage"]`` for rows in groups of 2+ completions; flag groups with no signal."""
+    from .advantages import as_reward_matrix, group_advantages
+
+    by_group: dict[int, list[dict]] = {}
+    for row in rows:
+        by_group.setdefault(row["group"], []).append(row)
+    groups = [members for members in by_group.values() if len(members) >= 2]
+    if not groups:
+        return []
+    sizes = {len(members) for members in groups}
+    if len(sizes) > 1 and (scale_rewards == "batch" or aggregation == "normalize_then_sum"):
+        return [Problem("advantages_skipped", f"groups have different sizes {sorted(sizes)}; batch-level advantages need equal groups")]
+    equal = len(sizes) == 1
+    batches = [[r for members in groups for r in members]] if equal else groups
+    for batch in batches:
+        size = len(groups[0]) if equal else len(batch)
+        matrix = as_reward_matrix([[r["scores"][n] for r in batch] for n in names])
+        advantages, _ = group_advantages(matrix, size, weights=weights, scale_rewards=scale_rewards, aggregation=aggregation)
+        for row, advantage in zip(batch, advantages.tolist()):
+            row["advantage"] = round(advantage, 4)
+    return [
+        Problem(
+            "tied_group",
+            f"all {len(members)} completions of group {members[0]['group']} score the same: their advantages are 0 "
+            "and this prompt teaches nothing (raise the temperature or make a reward more graded)",
+        )
+        for members in groups
+        if all(abs(r["advantage"]) < 1e-6 for r in members)
+    ]
+
+
+def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
+    """Rows of a JSONL file, with the line number in the error when one is not JSON."""
+    rows = []
+    for number, line in enumerate(Path(path).read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path}: line {number} is not JSON ({error.msg})") from error
+    return rows
+
+
+def score_file(rewards: str | Sequence[str | Callable], path: str | Path, **options) -> RewardReport:
+    """:func:`check_rewards` over a JSONL file of rows (``grpo-lite score --rewards ... --data FILE``)."""
+    return check_rewards(rewards, read_jsonl(path), **options)

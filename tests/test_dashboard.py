@@ -1,0 +1,130 @@
+"""The live dashboard on a real tiny GRPO run: files, frames, show_run, and stopping gracefully."""
+
+import os
+import signal
+
+import pytest
+
+from grpo_lite import LiveDashboard, prepare_dataset, read_metrics, read_samples, show_run, train
+from grpo_lite.monitor.views import Frame, frame_html
+
+QUICK = dict(preset="cpu-smoke", num_generations=4, per_device_train_batch_size=8, max_completion_length=12)
+
+
+def length_reward(completions, **kwargs):
+    return [len(c[0]["content"]) / 10 for c in completions]
+
+
+def maybe_none_reward(completions, **kwargs):
+    return [None if i == 0 else float("a" in c[0]["content"]) for i, c in enumerate(completions)]
+
+
+@pytest.fixture
+def questions():
+    return prepare_dataset([{"question": f"Spell {w}", "answer": w} for w in ["cat", "dog", "owl", "bee"] * 4], system_prompt=None)
+
+
+def test_a_run_leaves_png_samples_and_invariants(tiny_model, questions, tmp_path):
+    model, tokenizer = tiny_model
+    result = train(model, tokenizer, questions, [length_reward, maybe_none_reward], output_dir=tmp_path, max_steps=3,
+                   dashboard="log", **QUICK)
+    assert (tmp_path / "dashboard.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    samples = read_samples(tmp_path)
+    assert [s["step"] for s in samples] == [1] * 8 + [2] * 8 + [3] * 8
+    last = samples[-8:]
+    assert [s["advantage"] for s in last] == pytest.approx(list(result.trainer._logs["advantages"]))
+    assert last[0]["rewards"]["maybe_none_reward"] is None and isinstance(last[1]["rewards"]["length_reward"], float)
+    records = read_metrics(tmp_path)
+    assert all(abs(r["invariants/within_group_adv_sum_absmax"]) < 1e-3 for r in records)
+    assert all("invariants/advantage_abs_mean" in r for r in records)
+
+
+def test_show_run_redraws_a_finished_run_from_its_files(tiny_model, questions, tmp_path):
+    model, tokenizer = tiny_model
+    train(model, tokenizer, questions, [length_reward], output_dir=tmp_path, max_steps=2, dashboard=False, **QUICK)
+    assert not (tmp_path / "dashboard.png").exists()
+    dashboard = show_run(tmp_path, view="log")
+    assert [r["step"] for r in dashboard.history] == [1, 2] and len(dashboard.samples.recent) == 16
+    html = frame_html(dashboard.frame())
+    assert "data:image/png;base64," in html and "reward_std" in html and "<b>kl</b>" in html
+    assert (tmp_path / "dashboard.png").exists()
+    with pytest.raises(FileNotFoundError, match="no metrics.jsonl"):
+        show_run(tmp_path / "nothing")
+
+
+def test_redraws_are_throttled_to_the_overhead_budget(tiny_model, questions, tmp_path):
+    model, tokenizer = tiny_model
+    eager = LiveDashboard(view="log", max_overhead=1.0, min_interval=0.0)
+    throttled = LiveDashboard(view="log", max_overhead=0.02, min_interval=0.0)
+    train(model, tokenizer, questions, [length_reward], output_dir=tmp_path, max_steps=8, dashboard=eager,
+          callbacks=[throttled], **QUICK)
+    assert eager.redraws == throttled.redraws == 8 + 1, "numbers and samples at every step, and at the end"
+    # charts wait until they fit the budget (how many fit depends on the machine); the last comes at the end
+    assert eager.charts >= throttled.charts >= 1
+    assert (tmp_path / "dashboard.png").exists()
+    assert [s["step"] for s in read_samples(tmp_path)] == [step for step in range(1, 9) for _ in range(8)], "written once"
+
+
+def test_works_with_a_bare_trl_trainer(tiny_model, questions, tmp_path):
+    from trl import GRPOTrainer
+
+    from grpo_lite import make_config
+    from grpo_lite.trl_compat import enable_cpu_logprobs
+
+    enable_cpu_logprobs()
+    model, tokenizer = tiny_model
+    config = make_config("cpu-smoke", output_dir=tmp_path, max_steps=2, num_generations=4, per_device_train_batch_size=8,
+                         max_completion_length=12)
+    dashboard = LiveDashboard(view="log")
+    trainer = GRPOTrainer(model=model, reward_funcs=[length_reward], args=config, train_dataset=questions,
+                          processing_class=tokenizer, callbacks=[dashboard])
+    dashboard.attach(trainer)
+    trainer.train()
+    assert (tmp_path / "dashboard.png").exists() and dashboard.redraws >= 1
+    assert [s["step"] for s in read_samples(tmp_path)] == [1] * 8 + [2] * 8
+    assert [r["step"] for r in dashboard.history] == [1, 2]
+
+
+def test_the_notebook_html_escapes_completions_and_leaves_missing_scores_blank():
+    sample = {"step": 3, "prompt": "user: add <b>", "completion": "<script>alert(1)</script>",
+              "rewards": {"format": None, "correct": 1.0}, "total": 1.0, "advantage": -0.5}
+    html = frame_html(Frame(header={"step": "3/10"}, latest={"reward": 0.5, "invariants/kl_share": 0.1}, samples=[sample]))
+    assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "<td>1</td><td></td><td>1</td><td>-0.5</td>" in html  # correct, format (blank), total, advantage
+    assert "<b>kl_share</b>" in html
+
+
+class StopAtStep:
+    """A stand-in for a click on the notebook's Stop button (a real click is in the browser test)."""
+
+    def __init__(self, dashboard, step):
+        self.dashboard, self.step = dashboard, step
+
+    def __call__(self, completions, trainer_state, **kwargs):
+        if trainer_state.global_step == self.step:
+            self.dashboard.request_stop()
+        return [0.0] * len(completions)
+
+
+def test_stop_request_ends_after_the_step_with_a_checkpoint(tiny_model, questions, tmp_path):
+    model, tokenizer = tiny_model
+    watcher = LiveDashboard(view="log")
+    stop = StopAtStep(watcher, 1)
+    stop.__name__ = "stop_reward"
+    result = train(model, tokenizer, questions, [length_reward, stop], output_dir=tmp_path, max_steps=10, dashboard=watcher,
+                   **{**QUICK, "save_steps": 100})
+    assert result.trainer.state.global_step == 2
+    assert (tmp_path / "checkpoint-2").is_dir()
+
+
+def test_first_ctrl_c_stops_gracefully(tiny_model, questions, tmp_path):
+    def interrupting_reward(completions, trainer_state, **kwargs):
+        if trainer_state.global_step == 1:
+            os.kill(os.getpid(), signal.SIGINT)
+        return [0.0] * len(completions)
+
+    model, tokenizer = tiny_model
+    result = train(model, tokenizer, questions, [interrupting_reward], output_dir=tmp_path, max_steps=10, dashboard=False,
+                   **{**QUICK, "save_steps": 100})
+    assert result.trainer.state.global_step == 2 and (tmp_path / "checkpoint-2").is_dir()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

@@ -1,0 +1,91 @@
+"""Health rules on metric streams: quiet on a real healthy run, and each rule trips on its failure shape.
+
+healthy.jsonl is the metrics.jsonl of a real 8-step tiny run (tests/data/streams/record.py). Each failure
+shape is that stream with the metrics of one failure written over chosen steps.
+"""
+
+import itertools
+import json
+from pathlib import Path
+
+import pytest
+
+from grpo_lite import HealthMonitor
+from grpo_lite.monitor.health import RULES, HealthWarning, replay
+
+STREAMS = Path(__file__).parent / "data" / "streams"
+DOCS = Path(__file__).parents[1] / "docs" / "monitoring.md"
+HEALTHY = dict(beta=0.04, reward_names=["length_reward"])
+
+
+def healthy(steps: int = 8) -> list[dict]:
+    """The recorded healthy stream, cycled to ``steps`` steps and renumbered."""
+    records = [json.loads(line) for line in (STREAMS / "healthy.jsonl").read_text().splitlines()]
+    return [{**record, "step": step} for step, record in zip(range(1, steps + 1), itertools.cycle(records))]
+
+
+def broken(records: list[dict], steps, **metrics) -> list[dict]:
+    """``records`` with ``metrics`` (keys with ``__`` for ``/``) written over the given steps."""
+    values = {key.replace("__", "/"): value for key, value in metrics.items()}
+    return [{**r, **values} if r["step"] in steps else r for r in records]
+
+
+def fired(records, **options) -> list[tuple[str, int]]:
+    return [(w.rule, w.step) for w in replay(records, **{**HEALTHY, **options})]
+
+
+def test_a_real_healthy_run_raises_no_warning():
+    assert fired(healthy()) == []
+
+
+def test_a_warning_fires_once_per_episode_and_again_after_it_clears():
+    records = broken(healthy(), {2, 3, 6}, kl=0.9)
+    monitor = HealthMonitor(**HEALTHY)
+    new_per_step = [[w.rule for w in monitor.update(r)] for r in records]
+    assert new_per_step == [[], ["kl_high"], [], [], [], ["kl_high"], [], []]
+    assert [w.step for w in monitor.warnings] == [2, 6]
+    warning = monitor.warnings[0]
+    assert isinstance(warning, HealthWarning) and "0.9" in warning.message and "beta" in warning.fix
+
+
+@pytest.mark.parametrize(
+    "rule, records, options, step",
+    [
+        ("collapse", broken(healthy(), range(3, 9), reward_std=0.05), {}, 5),
+        ("collapse", broken(healthy(), {4}, frac_reward_zero_std=1.0), {}, 4),
+        ("truncated", broken(healthy(), range(2, 9), completions__clipped_ratio=1.0), {}, 2),
+        ("nan", broken(healthy(), {6}, loss=None), {}, 6),  # metrics.jsonl writes NaN as null
+        ("nan", broken(healthy(), {7}, grad_norm="inf"), {}, 7),
+        ("kl_absent", broken(healthy(), range(1, 9), kl=None), {"beta": 0.0}, 1),
+        ("kl_absent", broken(healthy(), range(1, 9), kl=None), {"beta": None}, 1),
+        ("zero_grad", broken(healthy(), range(1, 9), grad_norm=0.0), {}, 3),
+        ("advantage_not_centered", broken(healthy(), {5}, invariants__within_group_adv_sum_absmax=1.5), {}, 5),
+        ("empty_completion_mask", broken(healthy(), range(2, 9), invariants__completion_tokens=0.0), {}, 2),
+        ("kl_dominates", broken(healthy(), range(4, 9), invariants__kl_share=0.9), {}, 4),
+        ("constant_reward", broken(healthy(12), range(1, 13), rewards__length_reward__mean=1.0,
+                                   rewards__length_reward__std=0.0), {}, 10),
+    ],
+)
+def test_each_rule_trips_on_its_failure_shape(rule, records, options, step):
+    assert (rule, step) in fired(records, **options)
+    assert fired(records, **options).count((rule, step)) == 1
+
+
+def test_reward_not_improving_judges_the_trend_over_the_window():
+    declining = [{**r, "reward": 1.0 - r["step"] / 40} for r in healthy(40)]
+    improving = [{**r, "reward": r["step"] / 40} for r in healthy(40)]
+    assert ("reward_not_improving", 30) in fired(declining)
+    assert fired(improving) == []
+    assert ("reward_not_improving", 10) in fired(declining[:10], max_steps=10)  # short runs: the whole run
+
+
+def test_constant_reward_stays_quiet_once_the_reward_varies():
+    records = broken(healthy(12), range(1, 13), rewards__length_reward__mean=1.0, rewards__length_reward__std=0.0)
+    records[4]["rewards/length_reward/std"] = 0.3
+    assert "constant_reward" not in [rule for rule, _ in fired(records)]
+
+
+def test_docs_list_every_rule_with_its_thresholds_and_fix():
+    docs = DOCS.read_text()
+    for rule in RULES:
+        assert f"`{rule.name}`" in docs and rule.condition in docs and rule.fix in docs, rule.name

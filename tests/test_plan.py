@@ -1,0 +1,64 @@
+import pytest
+
+from grpo_lite.cli import main
+from grpo_lite.planner import KNOWN_MODELS, PlanError, model_shape, plan
+
+
+def test_known_shapes_give_the_published_parameter_counts():
+    for name, billions in [("Qwen2.5-0.5B", 0.49), ("Qwen2.5-1.5B-Instruct", 1.54), ("unsloth/Qwen2.5-7B-Instruct", 7.6),
+                           ("Llama-3.2-1B", 1.24), ("gemma-3-1b-it", 1.0)]:
+        shape = model_shape(name)
+        total = shape.layers * shape.linear_params_per_layer + shape.embedding_params
+        assert total / 1e9 == pytest.approx(billions, rel=0.06), name
+
+
+def test_local_folder_is_read_with_its_config(tiny_model_dir):
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(tiny_model_dir)
+    assert model_shape(str(tiny_model_dir)) == model_shape(config)
+    assert model_shape(config).hidden == config.hidden_size
+
+
+def test_a_small_run_fits_and_says_so():
+    result = plan("Qwen2.5-1.5B", gpu="T4", num_generations=4, max_completion_tokens=256)
+    assert result.fits and result.suggestion is None and "fits" in result.verdict()
+    assert set(result.parts) == {"weights", "lora", "activations", "kv_cache", "logits", "overhead"}
+
+
+def test_a_run_too_big_is_refused_with_the_nearest_config_that_fits():
+    result = plan("Qwen2.5-7B", gpu="T4", num_generations=16, max_completion_tokens=1024, load_in_4bit=False)
+    assert not result.fits
+    assert result.suggestion.fits and result.suggestion.total_gb <= 15.0
+    assert result.changes["load_in_4bit"] == (False, True)
+    assert all(getattr(result.suggestion.run, f) == new for f, (_, new) in result.changes.items())
+    assert "nearest config that fits" in str(result)
+
+
+def test_each_knob_moves_the_estimate_the_right_way():
+    base = plan("Qwen2.5-3B", gpu=80).total_gb
+    assert plan("Qwen2.5-3B", gpu=80, num_generations=16).total_gb > base
+    assert plan("Qwen2.5-3B", gpu=80, max_completion_tokens=1024).total_gb > base
+    assert plan("Qwen2.5-3B", gpu=80, lora_rank=64).total_gb > base
+    assert plan("Qwen2.5-3B", gpu=80, load_in_4bit=False).total_gb > base
+    assert plan("Qwen2.5-3B", gpu=80, gpu_memory_utilization=0.5).parts["kv_cache"] > 30
+
+
+def test_nothing_fits_on_a_tiny_gpu():
+    result = plan("Qwen2.5-7B", gpu=2)
+    assert not result.fits and result.suggestion is None and "smaller model" in result.verdict()
+
+
+def test_unknown_model_and_gpu_are_named():
+    with pytest.raises(PlanError, match="unknown model 'gpt-9'.*qwen2.5-1.5b"):
+        plan("gpt-9")
+    with pytest.raises(PlanError, match="unknown gpu 'V100'.*T4"):
+        plan("Qwen2.5-0.5B", gpu="V100")
+    assert "qwen2.5-0.5b" in KNOWN_MODELS
+
+
+def test_cli_plan_prints_and_exits_1_when_it_does_not_fit(capsys):
+    assert main(["plan", "Qwen2.5-0.5B", "--gpu", "24"]) == 0
+    assert "fits" in capsys.readouterr().out
+    assert main(["plan", "Qwen2.5-7B", "--gpu", "T4", "--no-4bit"]) == 1
+    assert "load_in_4bit False -> True" in capsys.readouterr().out.replace("\n", " ")

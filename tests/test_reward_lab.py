@@ -1,0 +1,110 @@
+"""The reward lab finds broken rewards and no-signal groups before any GPU time is spent."""
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+
+from rewards import check_rewards, numeric_correctness_reward, soft_xml_format_reward
+from rewards.check import score_file
+
+RIGHT = "<reasoning>\n3 + 4 = 7\n</reasoning>\n<answer>\n7\n</answer>"
+WRONG = "<reasoning>\n3 + 4 = 8\n</reasoning>\n<answer>\n8\n</answer>"
+ROWS = [
+    {"prompt": "What is 3 + 4?", "completion": RIGHT, "answer": "7"},
+    {"prompt": "What is 3 + 4?", "completion": WRONG, "answer": "7"},
+    {"prompt": "What is 3 + 4?", "completion": "7", "answer": "7"},
+    {"prompt": "What is 2 + 2?", "completion": [{"role": "assistant", "content": "<answer>4</answer>"}], "answer": None},
+]
+
+
+def always_one(completions, **kwargs):
+    return [1.0] * len(completions)
+
+
+def crashes_on_none(completions, answer, **kwargs):
+    return [float(a.strip() in str(c)) for c, a in zip(completions, answer)]
+
+
+def drops_one(completions, **kwargs):
+    return [0.5] * (len(completions) - 1)
+
+
+def returns_nan(completions, **kwargs):
+    return [float("nan")] + [0.0] * (len(completions) - 1)
+
+
+def no_dotall(completions, **kwargs):
+    return [0.5 if re.search(r"<reasoning>.*</reasoning>", str(c)) else 0.0 for c in completions]
+
+
+def test_a_healthy_set_scores_parses_and_computes_advantages():
+    report = check_rewards([soft_xml_format_reward, numeric_correctness_reward], ROWS)
+    assert report.ok and report.problems == []
+    assert report.scores("numeric_correctness_reward") == [2.0, 0.0, 0.0, None]
+    assert [row["parsed"] for row in report.rows] == ["7", "8", None, "4"]
+    assert [row["gold"] for row in report.rows] == ["7", "7", "7", None]
+    assert [row["total"] for row in report.rows] == [2.5, 0.5, 0.0, 0.0]
+    advantages = [row.get("advantage") for row in report.rows]
+    assert advantages[0] > 0 > advantages[2] and advantages[3] is None  # row 3 is alone in its group
+    assert abs(sum(advantages[:3])) < 1e-6
+
+
+def test_planted_constant_crashing_and_wrong_length_rewards_are_flagged():
+    report = check_rewards([soft_xml_format_reward, always_one, crashes_on_none, drops_one, returns_nan], ROWS)
+    assert not report.ok
+    by_kind = {(p.kind, p.function) for p in report.problems}
+    assert ("constant", "always_one") in by_kind
+    assert ("wrong_length", "drops_one") in by_kind
+    assert ("not_a_number", "returns_nan") in by_kind
+    crash = [p for p in report.problems if p.kind == "exception"]
+    assert [(p.function, p.row) for p in crash] == [("crashes_on_none", 3)]
+    assert "AttributeError" in crash[0].message
+    text = str(report)
+    assert "always_one" in text and "row 3" in text
+
+
+def test_a_regex_without_dotall_shows_up_as_a_constant_reward():
+    report = check_rewards([no_dotall, numeric_correctness_reward], ROWS)
+    assert ("constant", "no_dotall") in {(p.kind, p.function) for p in report.problems}
+
+
+def test_groups_where_every_completion_ties_are_flagged():
+    rows = [{"prompt": "q", "completion": WRONG, "answer": "7"}] * 3 + [{"prompt": "r", "completion": RIGHT, "answer": "7"}, {"prompt": "r", "completion": WRONG, "answer": "7"}]
+    report = check_rewards([numeric_correctness_reward], rows)
+    tied = [p for p in report.problems if p.kind == "tied_group"]
+    assert len(tied) == 1 and "group 0" in tied[0].message
+    assert report.ok  # a warning about signal, not an error
+
+
+def test_unreadable_completions_and_bad_input_are_reported():
+    report = check_rewards([soft_xml_format_reward], [{"completion": 42}, {"completion": "<answer>1</answer>"}])
+    assert [(p.kind, p.row) for p in report.problems if p.kind == "unreadable_completion"] == [("unreadable_completion", 0)]
+    with pytest.raises(ValueError, match="no 'completion' key"):
+        check_rewards([soft_xml_format_reward], [{"text": "x"}])
+    with pytest.raises(ValueError, match="reward_weights has 1 values for 2"):
+        check_rewards([soft_xml_format_reward, always_one], ROWS, reward_weights=[1.0])
+
+
+def test_report_renders_in_a_notebook_and_a_terminal():
+    report = check_rewards("gsm8k", ROWS)
+    html = report._repr_html_()
+    assert "numeric" in html and "xml count" in html and "<pre" in html
+    assert "Reward lab: 4 rows x 5 functions" in str(report)
+
+
+def test_score_cli_reads_jsonl_and_fails_on_broken_rewards(tmp_path):
+    data = tmp_path / "samples.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in ROWS))
+    done = subprocess.run(
+        [sys.executable, "-m", "grpo_lite", "score", "--rewards", "soft_xml_format_reward,numeric_correctness_reward", "--data", str(data)],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "correctness" in done.stdout and "no problems found" in done.stdout
+    assert score_file(["math"], data).rows[0]["scores"]["exact_match_reward"] == 2.0
+    (tmp_path / "broken.jsonl").write_text('{"completion": "x"}\nnot json\n')
+    with pytest.raises(ValueError, match="line 2 is not JSON"):
+        score_file(["math"], tmp_path / "broken.jsonl")
