@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from docs import machine, replace_section  # noqa: E402
+from docs import machine, publish  # noqa: E402
 from overhead import REWARDS, StepClock, dataset, settings  # noqa: E402
 
 HEADING = "## Dashboard overhead (CPU)"
@@ -83,9 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         share = drawing[name] / sum(times[name])
         lines.append(f"| {label} | {means[name]:.4f} | {means[name] / means['none']:.3f} | {redraws[name]} | {share:.1%} |")
     lines += ["", f"Dashboard overhead ratio (default dashboard / none): **{ratio:.3f}** (aim: <= 1.02)."]
-    print("\n".join(lines))
-    if args.write_docs:
-        replace_section(HEADING, "\n".join(lines))
+    publish(lines, args.write_docs)
     print(f"dashboard_overhead_ratio={ratio:.4f}")
     return 0
 

@@ -37,3 +37,11 @@ def replace_section(heading: str, text: str, doc: Path = DOC) -> None:
         updated = "".join(lines[:start]) + body + "".join(lines[end:])
     doc.parent.mkdir(parents=True, exist_ok=True)
     doc.write_text(updated.rstrip() + "\n")
+
+
+def publish(lines: list[str], write_docs: bool) -> None:
+    """Print a benchmark's section (``lines[0]`` is its heading) and, with ``write_docs``, put it in the doc."""
+    text = "\n".join(lines)
+    print(text)
+    if write_docs:
+        replace_section(lines[0], text)

@@ -25,7 +25,7 @@ from transformers import TrainerCallback
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from docs import machine, replace_section  # noqa: E402
+from docs import machine, publish  # noqa: E402
 
 REWARDS = ["soft_xml_format_reward", "numeric_correctness_reward", "ngram_repetition_penalty"]
 
@@ -118,9 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         "",
         f"Overhead ratio (grpo_lite / TRL): **{ratio:.3f}** (aim: <= 1.03).",
     ]
-    print("\n".join(lines))
-    if args.write_docs:
-        replace_section("## Toolkit overhead (CPU)", "\n".join(lines))
+    publish(lines, args.write_docs)
     print(f"overhead_ratio={ratio:.4f}")
     return 0
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from docs import machine, replace_section  # noqa: E402
+from docs import machine, publish  # noqa: E402
 
 NUM_GENERATIONS = 8
 SKIPPED = {"code_execution_reward", "code_generation_reward"}  # run programs; measured by sandbox_bench.py
@@ -106,9 +106,7 @@ def main(argv: list[str] | None = None) -> int:
             ((n, r) for n, r in results if REWARDS[n].__module__.split(".")[-1] in ("format", "length", "style")), key=lambda x: x[1]
         )),
     ]
-    print("\n".join(lines))
-    if args.write_docs:
-        replace_section("## Reward throughput", "\n".join(lines))
+    publish(lines, args.write_docs)
     return 0
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from docs import machine, replace_section  # noqa: E402
+from docs import machine, publish  # noqa: E402
 
 TRIVIAL = "print('ok')"
 SOLUTION = "```python\ndef solution(x):\n    return sorted(x)[len(x) // 2]\n```"
@@ -83,9 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         "",
         f"Sandboxed / plain throughput ratio: **{sandboxed / plain:.2f}** (aim: >= 40 trivial programs/s sandboxed).",
     ]
-    print("\n".join(lines))
-    if args.write_docs:
-        replace_section("## Sandbox", "\n".join(lines))
+    publish(lines, args.write_docs)
     return 0
 
 
