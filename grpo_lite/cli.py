@@ -72,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = commands.add_parser("demo", help="GRPO-train the shipped demo model on CPU and show held-out accuracy before/after")
     demo.add_argument("--output-dir", type=Path, default=Path("outputs/demo"))
-    demo.add_argument("--max-steps", type=int, default=60)
+    demo.add_argument("--max-steps", type=int, default=100)
     demo.add_argument("--seed", type=int, default=0)
     demo.add_argument("--n-heldout", type=int, default=200, help="held-out questions scored before and after")
     demo.set_defaults(handler=_demo)

@@ -108,8 +108,8 @@ def prepare_dataset(
     Other columns are kept: GRPOTrainer passes them to reward functions as keyword arguments.
 
     >>> ds = prepare_dataset([{"question": "What is 2+2?", "answer": "so #### 4"}])
-    >>> ds[0]["answer"], ds[0]["prompt"][-1]
-    ('4', {'content': 'What is 2+2?', 'role': 'user'})
+    >>> ds[0]["answer"], [(m["role"], m["content"]) for m in ds[0]["prompt"]][-1]
+    ('4', ('user', 'What is 2+2?'))
     """
     if on_long_prompt not in ("drop", "error"):
         raise DatasetError(f"on_long_prompt={on_long_prompt!r}: use 'drop' or 'error'")

@@ -181,8 +181,10 @@ def evaluate(
 ) -> EvalReport:
     """Evaluate ``model`` on the first ``n`` rows of a ``prepare_dataset`` dataset (``prompt`` and ``answer``).
 
-    >>> report = evaluate(model, tokenizer, test_set, rewards="gsm8k", n=200, num_samples=4)
-    >>> report.accuracy, report.pass_at_k[4]
+    Example::
+
+        report = evaluate(model, tokenizer, test_set, rewards="gsm8k", n=200, num_samples=4)
+        report.accuracy, report.pass_at_k[4]
 
     Accuracy and format rate use one greedy completion per row; ``num_samples > 1`` also draws that many
     completions at ``temperature`` (seeded by ``seed``) for pass@k.

@@ -58,7 +58,9 @@ def export(
         ``"merged_4bit"``: the same, quantized to 4 bits (Unsloth only).
         ``"gguf"``: a GGUF file for llama.cpp / Ollama at ``quantization`` (Unsloth only).
 
-    >>> export(result.model, tokenizer, "out/merged", how="merged_16bit")
+    Example::
+
+        export(result.model, tokenizer, "out/merged", how="merged_16bit")
     """
     if how not in HOWS:
         raise ValueError(f"export: how={how!r}; use one of {', '.join(HOWS)}")

@@ -86,8 +86,10 @@ def generate(
 ) -> list[str]:
     """The completions of each prompt, ``num_return_sequences`` per prompt in prompt order.
 
-    >>> generate(model, tokenizer, [[{"role": "user", "content": "What is 2 + 2?"}]], max_new_tokens=32)
-    ['<reasoning>2 + 2 = 4</reasoning><answer>4</answer>']
+    Example::
+
+        generate(model, tokenizer, [[{"role": "user", "content": "What is 2 + 2?"}]], max_new_tokens=32)
+        # ['<reasoning>2 + 2 = 4</reasoning><answer>4</answer>']
 
     Greedy by default (``do_sample=False``), so the same model gives the same text: what evaluation wants.
     """

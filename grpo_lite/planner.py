@@ -230,7 +230,9 @@ def plan(
 ) -> MemoryPlan:
     """Estimate the peak memory of a GRPO run and, when it does not fit, the nearest config that does.
 
-    >>> print(plan("Qwen2.5-3B", gpu="T4", num_generations=16, max_completion_tokens=1024))
+    >>> result = plan("Qwen2.5-3B", gpu="T4", num_generations=16, max_completion_tokens=1024)
+    >>> result.fits, result.changes
+    (False, {'max_completion_tokens': (1024, 256)})
 
     gpu: a name from ``GPUS`` or memory in GB. ``gpu_memory_utilization``: the share vLLM reserves
     (Unsloth ``fast_inference``). ``weight_bytes``: 2 for 16-bit, 4 for the CPU backend's fp32.

@@ -19,7 +19,9 @@ class Stage:
     """One stage: its rewards, how many steps, and any ``train`` / GRPOConfig overrides for it alone.
 
     >>> Stage(rewards="soft_xml_format_reward", max_steps=50, name="format")
+    Stage(rewards='soft_xml_format_reward', max_steps=50, name='format')
     >>> Stage(rewards="gsm8k", max_steps=250, learning_rate=5e-6)
+    Stage(rewards='gsm8k', max_steps=250, name=None, learning_rate=5e-06)
     """
 
     def __init__(self, rewards: Any, max_steps: int, name: str | None = None, **overrides: Any):
