@@ -3,7 +3,7 @@
     python benchmarks/run_all.py [--only rewards,sandbox] [--no-docs]
 
 CPU benchmarks run everywhere; the GPU comparison runs only where CUDA is available (on CPU it is skipped
-with the reason printed). Each script runs in its own process, so one failure does not hide the others;
+with the reason printed). The learning demo is measured with ``grpo-lite demo`` (see docs/benchmarks.md). Each script runs in its own process, so one failure does not hide the others;
 the exit status is non-zero if any failed.
 """
 
@@ -23,7 +23,6 @@ BENCHMARKS = {
     "dashboard": ["dashboard_overhead.py"],
     "overhead": ["overhead.py"],
     "plan": ["plan_vs_measured.py"],
-    "demo": ["demo_bench.py"],
     "gpu": ["gpu_compare.py"],
 }
 

@@ -1,21 +1,40 @@
 """``grpo-lite demo``: GRPO-train the shipped demo model on arithmetic and show it getting better.
 
 The demo model (``grpo_lite/assets/demo-model``, made by ``scripts/train_demo_model.py``) answers the
-built-in arithmetic word problems, but it uses the ``<reasoning>``/``<answer>`` format only part of the
-time and gets many sums wrong. The demo measures greedy accuracy and format rate on held-out questions,
-GRPO-trains with the library's correctness and format rewards under the live dashboard, measures again,
-and writes both to ``<output_dir>/demo_eval.json``. It runs offline on a laptop CPU.
+built-in arithmetic word problems, but its greedy answers are plain text rather than ``<reasoning>``/
+``<answer>`` blocks (sampled ones use the tags about a quarter of the time), and half of them are wrong.
+The demo measures greedy accuracy and format rate on held-out questions, GRPO-trains with the library's
+correctness and format rewards under the live dashboard, measures again, and writes both to
+``<output_dir>/demo_eval.json``. It runs offline on a laptop CPU (figures: docs/benchmarks.md).
 """
 
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 DEMO_MODEL_DIR = Path(__file__).parent / "assets" / "demo-model"
 DEMO_REWARDS = ["numeric_correctness_reward", "soft_xml_format_reward"]
 EVAL_FILE = "demo_eval.json"
+
+
+@contextmanager
+def _one_thread():
+    """Run torch on one thread inside the block, then restore the caller's setting.
+
+    The demo model's matrices are too small to split across cores: extra threads mostly wait on each
+    other, and when other processes share the CPU a step took 20 s instead of 0.5 s.
+    """
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def run_demo(
@@ -51,8 +70,6 @@ def run_demo(
     def measure(trained_model):
         return evaluate(trained_model, tokenizer, heldout, max_new_tokens=64, batch_size=50)
 
-    before = measure(model)
-    print(f"grpo-lite demo: before training, held-out accuracy {before.accuracy:.0%}, format {before.format_rate:.0%}")
     options = {
         "max_steps": max_steps,
         "seed": seed,
@@ -62,12 +79,16 @@ def run_demo(
         "num_generations": 8,
         "per_device_train_batch_size": 32,  # 4 questions a step, so one hard question moves the step less
         "max_completion_length": 64,
+        "save_steps": 50,  # the cpu-smoke preset saves every 5 steps: 20 checkpoints of a 100-step demo
         **overrides,
     }
-    result = train(model, tokenizer, dataset, DEMO_REWARDS, preset="cpu-smoke", output_dir=output_dir, dashboard=dashboard, **options)
+    with _one_thread():
+        before = measure(model)
+        print(f"grpo-lite demo: before training, held-out accuracy {before.accuracy:.0%}, format {before.format_rate:.0%}")
+        result = train(model, tokenizer, dataset, DEMO_REWARDS, preset="cpu-smoke", output_dir=output_dir, dashboard=dashboard, **options)
 
-    after = measure(result.model)
-    print(compare(before, after))
+        after = measure(result.model)
+        print(compare(before, after))
     report = {
         "before": {"accuracy": before.accuracy, "format_rate": before.format_rate},
         "after": {"accuracy": after.accuracy, "format_rate": after.format_rate},

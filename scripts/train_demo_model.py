@@ -1,10 +1,10 @@
-"""Train the demo model shipped in ``grpo_lite/assets/demo-model`` (a few minutes on 2 CPU cores).
+"""Train the demo model shipped in ``grpo_lite/assets/demo-model`` (about 10 CPU minutes).
 
 The model is a tiny byte-level Qwen2 (``grpo_lite.tiny``) taught by supervised fine-tuning to answer the
 built-in arithmetic word problems. Two things are left for GRPO to fix, on purpose:
 
-* format: a share of the training targets (``--plain-share``) answer in plain text ("The answer is 17.")
-  instead of ``<reasoning>``/``<answer>`` blocks, so the model uses the tags only some of the time;
+* format: most training targets (``--plain-share``) answer in plain text ("The answer is 17.") instead of
+  ``<reasoning>``/``<answer>`` blocks, so greedy decoding never uses the tags, but sampling sometimes does;
 * accuracy: the step budget is too short to learn every sum and product, so greedy answers are often wrong.
 
 Questions in the demo's held-out set (:func:`grpo_lite.data.heldout_arithmetic_problems`) are never trained
@@ -79,11 +79,11 @@ def batches(encoded, batch_size: int, pad_id: int, rng: random.Random):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--steps", type=int, default=500)
+    parser.add_argument("--steps", type=int, default=3000)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--learning-rate", type=float, default=3e-3)
     parser.add_argument("--examples", type=int, default=20000)
-    parser.add_argument("--plain-share", type=float, default=0.5, help="share of targets without <reasoning>/<answer>")
+    parser.add_argument("--plain-share", type=float, default=0.75, help="share of targets without <reasoning>/<answer>")
     parser.add_argument("--hidden-size", type=int, default=128)
     parser.add_argument("--num-layers", type=int, default=4)
     parser.add_argument("--out", type=Path, default=ASSET_DIR)

@@ -43,6 +43,13 @@ def test_overhead_benchmark_ends_with_the_ratio_line():
     assert last.startswith("overhead_ratio=") and float(last.split("=")[1]) > 0
 
 
+def test_run_all_names_only_scripts_that_exist():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from run_all import BENCHMARKS, HERE
+
+    assert all((HERE / script).exists() for script, *_ in BENCHMARKS.values()), BENCHMARKS
+
+
 def test_run_all_rejects_unknown_benchmarks():
     proc = subprocess.run([sys.executable, "benchmarks/run_all.py", "--only", "nope"], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 2 and "unknown benchmarks ['nope']" in proc.stderr

@@ -9,10 +9,10 @@ from grpo_lite import read_metrics
 from grpo_lite.data import arithmetic_problems, heldout_arithmetic_problems
 from grpo_lite.demo import DEMO_MODEL_DIR, EVAL_FILE, run_demo
 
-SHORT_STEPS = 30
-# Mean reward of the last third of steps minus the first third, in this shortened run: SEED_NUMBERS
-# (seeds 0, 1, 2). The margin sits well under the smallest of them.
-MIN_REWARD_RISE = MARGIN
+# Mean reward of the last third of the demo's 100 steps minus that of the first third: +0.127, +0.209 and
+# +0.189 for seeds 0, 1 and 2 (mean 0.175, sd 0.043). The margin is under the smallest by 1.8 sd. Fewer
+# steps do not beat the noise: thirds of only the first 45 or 60 steps of seed 0 differ by +0.016 and -0.014.
+MIN_REWARD_RISE = 0.05
 
 
 def test_demo_model_ships_as_safetensors_with_a_model_card():
@@ -30,7 +30,8 @@ def test_heldout_questions_are_not_in_the_training_set():
 
 @pytest.mark.slow
 def test_short_demo_raises_the_mean_reward_and_writes_before_after_scores(tmp_path):
-    report = run_demo(tmp_path, max_steps=SHORT_STEPS, seed=0, n_heldout=20, dashboard=False)
+    # Shortened where it costs time without adding signal: 20 held-out questions instead of 200.
+    report = run_demo(tmp_path, seed=0, n_heldout=20, dashboard=False)
 
     assert report == json.loads((tmp_path / EVAL_FILE).read_text())
     assert report["n_heldout"] == 20
@@ -38,7 +39,6 @@ def test_short_demo_raises_the_mean_reward_and_writes_before_after_scores(tmp_pa
         assert set(report[stage]) == {"accuracy", "format_rate"}
         assert all(0.0 <= value <= 1.0 for value in report[stage].values())
     rewards = [record["reward"] for record in read_metrics(tmp_path) if "reward" in record]
-    assert len(rewards) == SHORT_STEPS
-    third = SHORT_STEPS // 3
+    third = len(rewards) // 3
     first, last = mean(rewards[:third]), mean(rewards[-third:])
     assert last - first > MIN_REWARD_RISE, f"mean reward went from {first:.2f} (first third) to {last:.2f} (last third)"
