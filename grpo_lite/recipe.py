@@ -69,14 +69,11 @@ def run_recipe(recipe: dict[str, Any], *, output_dir: str | Path | None = None, 
     funcs, _ = resolve_rewards(recipe["rewards"])  # names are checked before the model loads
     model_name = str(recipe["model"])
     if model_name == "tiny":
-        from accelerate import PartialState
-
         from .tiny import build_tiny_model
 
-        state, model_name = PartialState(), str(out / "tiny-model")
-        if state.is_main_process:  # one rank writes the files; the others wait, then read them
-            build_tiny_model(model_name)
-        state.wait_for_everyone()
+        # Every rank builds it: the same seed gives the same files, and they are moved into place atomically,
+        # so no rank reads a half-written file (no process group exists yet to wait on another rank).
+        model_name = str(build_tiny_model(out / "tiny-model"))
     model, tokenizer = load_model(model_name, **(recipe.get("load") or {}))
     data = dict(recipe["dataset"])
     if data.pop("prepared", False):
