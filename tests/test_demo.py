@@ -42,3 +42,18 @@ def test_short_demo_raises_the_mean_reward_and_writes_before_after_scores(tmp_pa
     third = len(rewards) // 3
     first, last = mean(rewards[:third]), mean(rewards[-third:])
     assert last - first > MIN_REWARD_RISE, f"mean reward went from {first:.2f} (first third) to {last:.2f} (last third)"
+
+
+def test_cli_demo_runs_offline_and_writes_its_output_dir(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / "demo"
+    command = [sys.executable, "-m", "grpo_lite", "demo", "--output-dir", str(out), "--max-steps", "2", "--n-heldout", "4"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads((out / EVAL_FILE).read_text())
+    assert report["n_heldout"] == 4 and set(report["after"]) == {"accuracy", "format_rate"}
+    assert {"run.yaml", "metrics.jsonl", "model.safetensors"} <= {p.name for p in out.iterdir()}
+    assert "held-out" in done.stdout
