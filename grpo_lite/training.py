@@ -222,6 +222,23 @@ def _is_main_process() -> bool:
     return int(os.environ.get("RANK", "0")) == 0
 
 
+def latest_checkpoint(output_dir: Path) -> Path | None:
+    """The newest ``checkpoint-N`` in ``output_dir`` that was saved whole, or None.
+
+    The Trainer writes ``trainer_state.json`` last, so a checkpoint without a readable one was cut off by a
+    kill mid-save; it is skipped (and left on disk), where the Trainer's own choice would crash on it.
+    """
+    steps = sorted((int(p.name.split("-")[1]), p) for p in output_dir.glob("checkpoint-*") if p.name.split("-")[1].isdigit())
+    for _, checkpoint in reversed(steps):
+        try:
+            json.loads((checkpoint / "trainer_state.json").read_text())
+        except (OSError, ValueError):
+            print(f"grpo-lite: skipping {checkpoint}: its save was cut off", file=sys.stderr)
+            continue
+        return checkpoint
+    return None
+
+
 def _lora_rank(model) -> int | None:
     """The LoRA rank of a PEFT model's active adapter (None without LoRA)."""
     peft_config = getattr(model, "peft_config", {}).get(getattr(model, "active_adapter", "default"))
@@ -322,7 +339,10 @@ def train(
 
         held_out = dict(n=heldout_n, max_new_tokens=config.max_completion_length)
         before = evaluate(trainer.model, tokenizer, heldout, funcs, **held_out)
-    trainer.train(resume_from_checkpoint=True if resume else None)
+    checkpoint = latest_checkpoint(output_dir) if resume else None
+    if resume and checkpoint is None:
+        print(f"grpo-lite: no complete checkpoint in {output_dir} to resume from; training from the start", file=sys.stderr)
+    trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
     trainer.save_model(str(output_dir))  # Trainer writes from the main process only
     if trainer.is_world_process_zero():
         tokenizer.save_pretrained(str(output_dir))

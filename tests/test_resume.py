@@ -24,17 +24,28 @@ def cli(output_dir: Path, *settings: str, resume: bool = False) -> list[str]:
 
 
 def kill_after_first_checkpoint(output_dir: Path) -> float:
-    """Start a run, SIGKILL it once checkpoint-2 is complete, and return the time of the kill."""
+    """Start a run, SIGKILL it once a checkpoint is complete, and return the time of the kill."""
     run = subprocess.Popen(cli(output_dir, "max_steps=8"), cwd=ROOT, start_new_session=True,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + CHECKPOINT_WAIT_S
-    while not (output_dir / "checkpoint-2" / "trainer_state.json").exists():
+    while not saved_steps(output_dir):
         assert run.poll() is None, f"the run ended (rc {run.returncode}) before its first checkpoint"
-        assert time.monotonic() < deadline, "no checkpoint-2 appeared"
+        assert time.monotonic() < deadline, "no checkpoint was saved"
         time.sleep(0.2)
     os.killpg(run.pid, signal.SIGKILL)
     assert run.wait() == -signal.SIGKILL
     return time.time()
+
+
+def saved_steps(output_dir: Path) -> list[int]:
+    """Steps of the checkpoints saved whole (their trainer_state.json, written last, parses)."""
+    steps = []
+    for state in output_dir.glob("checkpoint-*/trainer_state.json"):
+        try:
+            steps.append(json.loads(state.read_text())["global_step"])
+        except ValueError:
+            continue
+    return sorted(steps)
 
 
 @pytest.fixture(scope="module")
@@ -56,12 +67,13 @@ def test_a_resume_with_changed_settings_is_refused_with_a_diff(killed_run):
 
 def test_killed_run_resumes_each_step_once_and_extends_max_steps(killed_run):
     output_dir, killed_at = killed_run
+    resumed_from = saved_steps(output_dir)[-1]  # the run may have gone on past checkpoint-2 before the kill
     resumed = subprocess.run(cli(output_dir, "max_steps=10", resume=True), cwd=ROOT, capture_output=True, text=True)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
 
     records = read_metrics(output_dir)
     assert [r["step"] for r in records] == list(range(1, 11))
-    checkpoint_step = json.loads((output_dir / "checkpoint-2" / "trainer_state.json").read_text())["global_step"]
+    checkpoint_step = resumed_from
     # steps up to the checkpoint were kept from the killed run, the rest were trained after the resume
     assert all(r["time"] < killed_at for r in records[:checkpoint_step])
     assert all(r["time"] > killed_at for r in records[checkpoint_step:])
@@ -82,3 +94,16 @@ def test_check_resume_names_each_changed_field(tmp_path):
     message = str(error.value)
     for line in ("model: 'tiny' -> 'other'", "lora_rank: 8 -> 16", "rewards: ['a'] -> ['a', 'b']", "beta: "):
         assert line in message
+
+
+def test_resume_skips_a_checkpoint_cut_off_mid_save(tmp_path, capsys):
+    from grpo_lite.training import latest_checkpoint
+
+    assert latest_checkpoint(tmp_path) is None
+    for step in (2, 4, 10):
+        (tmp_path / f"checkpoint-{step}").mkdir()
+    (tmp_path / "checkpoint-2" / "trainer_state.json").write_text('{"global_step": 2}')
+    (tmp_path / "checkpoint-4" / "trainer_state.json").write_text('{"global_st')  # killed while writing it
+    assert latest_checkpoint(tmp_path) == tmp_path / "checkpoint-2"
+    assert "checkpoint-10: its save was cut off" in capsys.readouterr().err
+    assert (tmp_path / "checkpoint-4").exists()  # skipped, not deleted
