@@ -22,8 +22,8 @@ def tiny_model(tiny_model_dir):
     return load_model(str(tiny_model_dir), lora_rank=8)
 
 
-def pytest_report_header(config):
-    """Say which sandbox isolation the code-execution tests run under on this machine."""
+def pytest_terminal_summary(terminalreporter):
+    """Say which sandbox isolation the code-execution tests ran under on this machine (shown with -q too)."""
     from rewards.sandbox import isolation
 
-    return f"sandbox isolation: {isolation()}"
+    terminalreporter.write_line(f"sandbox isolation: {isolation()}")
