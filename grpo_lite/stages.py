@@ -7,11 +7,10 @@ steps numbered on from the previous stage and a ``stage`` field, so one history 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Sequence
 
-from .monitor.metrics import METRICS_FILE, read_metrics
+from .monitor.metrics import METRICS_FILE, read_metrics, write_jsonl
 from .training import TrainResult, train
 
 
@@ -44,7 +43,7 @@ def _combine(stage_dirs: Sequence[Path], names: Sequence[str], path: Path) -> No
         stage_records = read_metrics(stage_dir)
         records += [{**r, "step": r["step"] + offset, "stage": name, "stage_step": r["step"]} for r in stage_records]
         offset += max((r["step"] for r in stage_records), default=0)
-    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    write_jsonl(path, records)
 
 
 def train_stages(

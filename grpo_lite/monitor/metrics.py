@@ -10,7 +10,7 @@ import json
 import math
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from transformers import TrainerCallback
 
@@ -24,25 +24,31 @@ def _json_value(value: Any) -> Any:
     return value
 
 
-def read_metrics(path: str | Path) -> list[dict[str, Any]]:
-    """The step records of a metrics.jsonl file (or of the metrics.jsonl in a run folder)."""
+def read_jsonl(path: str | Path, file_name: str) -> list[dict[str, Any]]:
+    """The objects of a JSON-lines file (or of ``file_name`` in a run folder); a missing file has none, and
+    a line cut short by a killed process is skipped."""
     path = Path(path)
     if path.is_dir():
-        path = path / METRICS_FILE
+        path = path / file_name
     if not path.exists():
         return []
-    return list(_records(path))
-
-
-def _records(path: Path) -> Iterator[dict[str, Any]]:
+    records = []
     for line in path.read_text().splitlines():
-        line = line.strip()
-        if not line:
-            continue
         try:
-            yield json.loads(line)
-        except json.JSONDecodeError:  # a line cut short by a killed process
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
             continue
+    return records
+
+
+def write_jsonl(path: Path, records: list[dict[str, Any]]) -> None:
+    """Replace ``path`` with ``records``, one JSON object per line."""
+    path.write_text("".join(json.dumps(record) + "\n" for record in records))
+
+
+def read_metrics(path: str | Path) -> list[dict[str, Any]]:
+    """The step records of a metrics.jsonl file (or of the metrics.jsonl in a run folder)."""
+    return read_jsonl(path, METRICS_FILE)
 
 
 class MetricsLog(TrainerCallback):
@@ -61,8 +67,7 @@ class MetricsLog(TrainerCallback):
         if not state.is_world_process_zero:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        kept = [r for r in read_metrics(self.path) if r.get("step", 0) <= state.global_step]
-        self.path.write_text("".join(json.dumps(r) + "\n" for r in kept))
+        write_jsonl(self.path, [r for r in read_metrics(self.path) if r.get("step", 0) <= state.global_step])
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not state.is_world_process_zero or not logs:

@@ -15,6 +15,8 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from .metrics import read_jsonl, write_jsonl
+
 SAMPLES_FILE = "samples.jsonl"
 
 
@@ -93,7 +95,7 @@ class SampleLog(TrainerCallback):
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         kept = [row for row in read_samples(self.path) if row.get("step", 0) <= resume_step]
-        self.path.write_text("".join(json.dumps(row) + "\n" for row in kept))
+        write_jsonl(self.path, kept)
         self._rows_on_disk = len(kept)
 
     def add(self, rows: list[dict[str, Any]]) -> None:
@@ -107,21 +109,10 @@ class SampleLog(TrainerCallback):
         self._rows_on_disk += len(rows)
         if self._rows_on_disk > self.max_rows:
             kept = read_samples(self.path)[-self.max_rows // 2 :]
-            self.path.write_text("".join(json.dumps(row) + "\n" for row in kept))
+            write_jsonl(self.path, kept)
             self._rows_on_disk = len(kept)
 
 
 def read_samples(path: str | Path) -> list[dict[str, Any]]:
     """The rows of a samples.jsonl (or of the one in a run folder); lines cut by a killed process are skipped."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / SAMPLES_FILE
-    if not path.exists():
-        return []
-    rows = []
-    for line in path.read_text().splitlines():
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return rows
+    return read_jsonl(path, SAMPLES_FILE)
