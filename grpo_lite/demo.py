@@ -56,7 +56,6 @@ def run_demo(
     from transformers import set_seed
 
     from .data import heldout_arithmetic_problems, load_builtin, prepare_dataset
-    from .evaluation import compare, evaluate
     from .models import load_model
     from .training import train
 
@@ -66,9 +65,6 @@ def run_demo(
     # No system prompt: the demo model learned to answer bare questions, and byte tokens make prompts long.
     heldout = prepare_dataset(heldout_arithmetic_problems(n_heldout), system_prompt=None)
     dataset = prepare_dataset(load_builtin("arithmetic"), system_prompt=None)
-
-    def measure(trained_model):
-        return evaluate(trained_model, tokenizer, heldout, max_new_tokens=64, batch_size=50)
 
     options = {
         "max_steps": max_steps,
@@ -83,12 +79,9 @@ def run_demo(
         **overrides,
     }
     with _one_thread():
-        before = measure(model)
-        print(f"grpo-lite demo: before training, held-out accuracy {before.accuracy:.0%}, format {before.format_rate:.0%}")
-        result = train(model, tokenizer, dataset, DEMO_REWARDS, preset="cpu-smoke", output_dir=output_dir, dashboard=dashboard, **options)
-
-        after = measure(result.model)
-        print(compare(before, after))
+        result = train(model, tokenizer, dataset, DEMO_REWARDS, preset="cpu-smoke", output_dir=output_dir,
+                       dashboard=dashboard, heldout=heldout, heldout_n=None, **options)
+    before, after = result.evaluation.base, result.evaluation.trained
     report = {
         "before": {"accuracy": before.accuracy, "format_rate": before.format_rate},
         "after": {"accuracy": after.accuracy, "format_rate": after.format_rate},

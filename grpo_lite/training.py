@@ -339,6 +339,8 @@ def train(
 
         held_out = dict(n=heldout_n, max_new_tokens=config.max_completion_length)
         before = evaluate(trainer.model, tokenizer, heldout, funcs, **held_out)
+        print(f"grpo-lite: held-out before training ({before.n} rows): accuracy {before.accuracy:.1%}, "
+              f"format rate {before.format_rate:.1%}", flush=True)
     checkpoint = latest_checkpoint(output_dir) if resume else None
     if resume and checkpoint is None:
         print(f"grpo-lite: no complete checkpoint in {output_dir} to resume from; training from the start", file=sys.stderr)
