@@ -8,44 +8,74 @@ Names load on first use: importing grpo_lite imports neither transformers nor tr
 must be imported before them) can still be loaded by ``load_model``.
 """
 
+from __future__ import annotations
+
 from importlib import import_module
+from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 
+# Each public name and the module it lives in, in the order of a run.
 _EXPORTS = {
+    # load a model
     "load_model": ".models",
-    "generate": ".inference",
+    "choose_backend": ".models",
+    "Backend": ".models",
+    "BackendError": ".models",
+    "build_tiny_model": ".tiny",
+    # prepare the data
+    "prepare_dataset": ".data",
+    "load_builtin": ".data",
+    "REASONING_SYSTEM_PROMPT": ".data",
+    "DatasetError": ".data",
+    # size and configure the run
+    "plan": ".planner",
+    "make_config": ".config",
+    "TRAINING_PRESETS": ".config",
+    "ConfigError": ".config",
+    # train
+    "train": ".training",
+    "TrainResult": ".training",
+    "RewardFailure": ".reward_guard",
+    "Stage": ".stages",
+    "train_stages": ".stages",
+    # watch
+    "LiveDashboard": ".monitor.dashboard",
+    "HealthMonitor": ".monitor.health",
+    "show_run": ".monitor.show",
+    "read_metrics": ".monitor.metrics",
+    "read_samples": ".monitor.samples",
+    # evaluate, export, use
     "evaluate": ".evaluation",
     "compare": ".evaluation",
     "EvalReport": ".evaluation",
     "export": ".exporter",
     "ExportError": ".exporter",
-    "plan": ".planner",
-    "Stage": ".stages",
-    "train_stages": ".stages",
-    "choose_backend": ".models",
-    "Backend": ".models",
-    "BackendError": ".models",
-    "prepare_dataset": ".data",
-    "load_builtin": ".data",
-    "DatasetError": ".data",
-    "REASONING_SYSTEM_PROMPT": ".data",
-    "make_config": ".config",
-    "PRESETS": ".config",
-    "ConfigError": ".config",
-    "train": ".training",
-    "TrainResult": ".training",
-    "RewardFailure": ".training",
-    "read_metrics": ".monitor.metrics",
-    "read_samples": ".monitor.samples",
-    "LiveDashboard": ".monitor.dashboard",
-    "show_run": ".monitor.show",
-    "HealthMonitor": ".monitor.health",
-    "build_tiny_model": ".tiny",
+    "generate": ".inference",
+    # the offline demo
     "run_demo": ".demo",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = list(_EXPORTS)
+
+if TYPE_CHECKING:  # what editors and type checkers see; at run time each name loads on first use
+    from .config import TRAINING_PRESETS, ConfigError, make_config
+    from .data import REASONING_SYSTEM_PROMPT, DatasetError, load_builtin, prepare_dataset
+    from .demo import run_demo
+    from .evaluation import EvalReport, compare, evaluate
+    from .exporter import ExportError, export
+    from .inference import generate
+    from .models import Backend, BackendError, choose_backend, load_model
+    from .monitor.dashboard import LiveDashboard
+    from .monitor.health import HealthMonitor
+    from .monitor.metrics import read_metrics
+    from .monitor.samples import read_samples
+    from .monitor.show import show_run
+    from .planner import plan
+    from .reward_guard import RewardFailure
+    from .stages import Stage, train_stages
+    from .tiny import build_tiny_model
+    from .training import TrainResult, train
 
 
 def __getattr__(name):

@@ -1,8 +1,9 @@
-"""grpo-lite command line: demo | train | export-script | score."""
+"""grpo-lite command line: demo | train | score | plan | launch-kit."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -29,10 +30,10 @@ def _train(args) -> int:
     return 0
 
 
-def _export_script(args) -> int:
-    from .launch import export_script
+def _launch_kit(args) -> int:
+    from .launch import write_launch_kit
 
-    out = export_script(args.config, args.out, num_gpus=args.num_gpus)
+    out = write_launch_kit(args.config, args.out, num_gpus=args.num_gpus)
     print((out / "LAUNCH.md").read_text())
     return 0
 
@@ -42,9 +43,17 @@ def _score(args) -> int:
 
     from rich.console import Console
 
-    from rewards.check import score_file
+    from rewards import check_rewards
 
-    report = score_file(args.rewards.split(","), args.data)
+    from .run_files import read_jsonl
+
+    if not args.data.exists():
+        raise FileNotFoundError(f"--data {args.data}: no such file")
+    try:
+        report = check_rewards(args.rewards.split(","), read_jsonl(args.data))
+    except (ValueError, TypeError) as error:  # an unknown reward, a line that is not JSON, a row without completion
+        print(f"grpo-lite score: {error}", file=sys.stderr)
+        return 2
     width = max(shutil.get_terminal_size().columns, 90 + 12 * len(report.functions))  # wide tables scroll, not crush
     Console(width=width).print(report)
     return 0 if report.ok else 1
@@ -85,14 +94,15 @@ def build_parser() -> argparse.ArgumentParser:
                      help="override a GRPOConfig field (max_steps=50) or load./dataset. options (load.backend=transformers)")
     run.set_defaults(handler=_train)
 
-    script = commands.add_parser("export-script", help="write run.yaml, accelerate configs and launch commands for more GPUs")
-    script.add_argument("config", type=Path, help="a run YAML, or the output dir of a finished run")
-    script.add_argument("--out", type=Path, default=Path("launch"))
-    script.add_argument("--num-gpus", type=int, default=2)
-    script.set_defaults(handler=_export_script)
+    kit = commands.add_parser("launch-kit", help="write the recipe, accelerate configs and launch commands for more GPUs")
+    kit.add_argument("config", type=Path, help="a recipe YAML, or the output dir of a finished run")
+    kit.add_argument("--out", type=Path, default=Path("launch"))
+    kit.add_argument("--num-gpus", type=int, default=2)
+    kit.set_defaults(handler=_launch_kit)
 
     score = commands.add_parser("score", help="run reward functions over a JSONL of completions (the reward lab)")
-    score.add_argument("--rewards", required=True, help="comma-separated reward or preset names")
+    score.add_argument("--rewards", required=True,
+                       help="comma-separated reward or preset names, or module:function paths of your own")
     score.add_argument("--data", required=True, type=Path, help="JSONL rows with prompt, completion, answer, ...")
     score.set_defaults(handler=_score)
 
@@ -111,13 +121,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if os.getcwd() not in sys.path:  # "module:function" rewards name the user's own modules, as python -m would find them
+        sys.path.insert(0, os.getcwd())
     from .config import ConfigError
     from .data import DatasetError
     from .models import BackendError
 
     try:
         return args.handler(args)
-    except (ConfigError, DatasetError, BackendError) as error:
+    except (ConfigError, DatasetError, BackendError, FileNotFoundError) as error:
         print(f"grpo-lite: {error}", file=sys.stderr)
         return 2
 

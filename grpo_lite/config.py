@@ -31,7 +31,7 @@ BASE = {
     "report_to": "none",
 }
 
-PRESETS: dict[str, dict[str, Any]] = {
+TRAINING_PRESETS: dict[str, dict[str, Any]] = {
     # Tiny models on a laptop CPU: tests, notebooks in smoke mode, the demo.
     "cpu-smoke": {
         "use_cpu": True,
@@ -108,8 +108,8 @@ def resolve_options(preset: str = "auto", **overrides: Any) -> dict[str, Any]:
     Raises :class:`ConfigError` naming the option to change; nothing heavy is loaded.
     """
     name = auto_preset() if preset == "auto" else preset
-    if name not in PRESETS:
-        raise ConfigError(f"unknown preset {preset!r}; choose one of {['auto', *PRESETS]}")
+    if name not in TRAINING_PRESETS:
+        raise ConfigError(f"unknown preset {preset!r}; choose one of {['auto', *TRAINING_PRESETS]}")
     fields = grpo_config_fields()
     for key in overrides:
         if key in _REMOVED_FIELDS:
@@ -118,7 +118,7 @@ def resolve_options(preset: str = "auto", **overrides: Any) -> dict[str, Any]:
             close = difflib.get_close_matches(key, fields, n=3)
             hint = f"; did you mean {', '.join(close)}?" if close else ""
             raise ConfigError(f"{key!r} is not a GRPOConfig option{hint}")
-    options = {**BASE, **PRESETS[name], **overrides}
+    options = {**BASE, **TRAINING_PRESETS[name], **overrides}
     _check(options)
     return options
 
@@ -193,40 +193,6 @@ def save_run_yaml(path: str | Path, config, **run: Any) -> Path:
 def load_run_yaml(path: str | Path) -> dict[str, Any]:
     """Read a ``run.yaml``; ``document["grpo_config"]`` rebuilds the config with :func:`config_from_dict`."""
     return yaml.safe_load(Path(path).read_text()) or {}
-
-
-# What a checkpoint's weights, optimizer and sampler state depend on; changing one of these and resuming
-# would silently train a different run. Anything else (max_steps to extend, save/log frequency) may change.
-RESUME_FIXED_RUN = ("model", "backend", "lora_rank", "rewards")
-RESUME_FIXED_CONFIG = (
-    "learning_rate", "lr_scheduler_type", "warmup_steps", "weight_decay", "adam_beta1", "adam_beta2",
-    "adam_epsilon", "max_grad_norm", "optim", "seed", "per_device_train_batch_size", "gradient_accumulation_steps",
-    "num_generations", "generation_batch_size", "steps_per_generation", "max_completion_length", "temperature",
-    "top_p", "beta", "loss_type", "scale_rewards", "reward_weights", "epsilon", "epsilon_high", "num_iterations",
-)
-
-
-def check_resume(saved_run_yaml: str | Path, config, **run: Any) -> None:
-    """Refuse to resume a run whose saved ``run.yaml`` differs in something the checkpoint depends on.
-
-    Raises ConfigError listing each changed field as ``field: old -> new``.
-    """
-    saved_run_yaml = Path(saved_run_yaml)
-    saved = load_run_yaml(saved_run_yaml)
-    saved_config, new_config = saved.get("grpo_config", {}), config_to_dict(config)
-    changed = [(key, saved.get(key), run.get(key)) for key in RESUME_FIXED_RUN if key in saved and saved.get(key) != run.get(key)]
-    changed += [
-        (key, saved_config.get(key), new_config.get(key))
-        for key in RESUME_FIXED_CONFIG
-        if key in saved_config and saved_config.get(key) != new_config.get(key)
-    ]
-    if changed:
-        diff = "\n".join(f"  {key}: {old!r} -> {new!r}" for key, old, new in changed)
-        raise ConfigError(
-            f"cannot resume the run in {saved_run_yaml.parent}: its checkpoint was trained with other settings "
-            f"(old from {saved_run_yaml.name} -> new):\n{diff}\n"
-            "Use the saved settings to resume (max_steps may grow), or start a new run in another output_dir."
-        )
 
 
 def config_from_dict(options: dict[str, Any]):

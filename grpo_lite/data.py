@@ -13,7 +13,9 @@ import statistics
 from pathlib import Path
 from typing import Any, Iterable
 
-from rewards.extract import extract_hash_answer
+from rewards.extract import gold_text
+
+from .log import logger
 
 REASONING_SYSTEM_PROMPT = (
     "Respond in the following format:\n"
@@ -21,7 +23,7 @@ REASONING_SYSTEM_PROMPT = (
     "<answer>\n[Final answer]\n</answer>"
 )
 
-DATA_DIR = Path(__file__).parent / "data"
+BUILTIN_DATASETS = Path(__file__).parent / "assets" / "datasets"
 
 
 class DatasetError(ValueError):
@@ -78,8 +80,7 @@ def _gold_answer(value: Any, row: int, column: str) -> str | None:
         raise DatasetError(
             f"row {row}, column {column!r}: expected text or a number, got {type(value).__name__} ({value!r:.60})"
         )
-    text = str(value).strip()
-    return extract_hash_answer(text) if "####" in text else (text or None)
+    return gold_text(value)
 
 
 def prepare_dataset(
@@ -158,7 +159,7 @@ def prepare_dataset(
             raise DatasetError("max_prompt_tokens needs a tokenizer: pass tokenizer=... to measure prompt lengths")
         return prepared
     lengths = prompt_lengths(prepared, tokenizer)
-    print(describe_lengths(lengths))
+    logger.info(describe_lengths(lengths))
     if max_prompt_tokens is None:
         return prepared
     too_long = [i for i, n in enumerate(lengths) if n > max_prompt_tokens]
@@ -170,7 +171,7 @@ def prepare_dataset(
             "on_long_prompt='drop'"
         )
     if too_long:
-        print(f"grpo-lite: dropped {len(too_long)} of {len(lengths)} prompts over {max_prompt_tokens} tokens")
+        logger.info(f"dropped {len(too_long)} of {len(lengths)} prompts over {max_prompt_tokens} tokens")
         keep = sorted(set(range(len(lengths))) - set(too_long))
         prepared = prepared.select(keep)
     return prepared
@@ -188,7 +189,7 @@ def describe_lengths(lengths: list[int]) -> str:
     ordered = sorted(lengths)
     p95 = ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
     return (
-        f"grpo-lite: prompt tokens over {len(lengths)} rows: min {ordered[0]}, "
+        f"prompt tokens over {len(lengths)} rows: min {ordered[0]}, "
         f"median {int(statistics.median(ordered))}, p95 {p95}, max {ordered[-1]}"
     )
 
@@ -248,8 +249,8 @@ def load_builtin(name: str) -> list[dict[str, Any]]:
     """Rows of a built-in offline dataset: ``"arithmetic"`` (word problems) or ``"code_tasks"``."""
     if name == "arithmetic":
         return arithmetic_problems()
-    path = DATA_DIR / f"{name}.jsonl"
+    path = BUILTIN_DATASETS / f"{name}.jsonl"
     if not path.exists():
-        available = ["arithmetic"] + sorted(p.stem for p in DATA_DIR.glob("*.jsonl"))
+        available = ["arithmetic"] + sorted(p.stem for p in BUILTIN_DATASETS.glob("*.jsonl"))
         raise DatasetError(f"no built-in dataset {name!r}; available: {available}")
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

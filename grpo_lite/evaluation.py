@@ -11,12 +11,14 @@ from dataclasses import dataclass, field
 from math import comb
 from typing import Any, Callable, Sequence
 
-from rich.console import Console, Group
+from rich.console import Group
 from rich.markup import escape
 from rich.table import Table
 
+from rewards import resolve_rewards, reward_name
+from rewards.display import RichReport
+
 from .inference import generate
-from .training import resolve_rewards, reward_name
 
 EXAMPLES_SHOWN = 3
 
@@ -50,15 +52,8 @@ def _ks(num_samples: int) -> list[int]:
     return sorted({*ks, num_samples})
 
 
-def _render(renderable) -> str:
-    console = Console(width=120)
-    with console.capture() as capture:
-        console.print(renderable)
-    return capture.get()
-
-
 @dataclass
-class EvalReport:
+class EvalReport(RichReport):
     """What ``evaluate`` found; ``print(report)`` shows a table."""
 
     n: int
@@ -92,9 +87,6 @@ class EvalReport:
         for label, value in self.rows():
             table.add_row(label, f"{value:.3f}")
         return table
-
-    def __str__(self) -> str:
-        return _render(self)
 
 
 def _mean(values: Sequence[float | None]) -> float:
@@ -215,7 +207,7 @@ def _verdict(example: dict[str, Any]) -> str:
 
 
 @dataclass
-class Comparison:
+class Comparison(RichReport):
     """Two reports side by side, with examples where the trained model's correctness changed."""
 
     base: EvalReport
@@ -244,9 +236,6 @@ class Comparison:
         for b, t in self.changed_examples()[:EXAMPLES_SHOWN]:
             examples.add_row(escape(str(b["answer"])), _verdict(b), _verdict(t))
         return Group(table, examples)
-
-    def __str__(self) -> str:
-        return _render(self)
 
 
 def compare(base_report: EvalReport, trained_report: EvalReport) -> Comparison:

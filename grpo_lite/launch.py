@@ -2,7 +2,8 @@
 
 The same run config trains on one GPU (Unsloth), on several GPUs with DDP or DeepSpeed ZeRO-2/3 through
 ``accelerate launch`` (transformers backend: Unsloth is single-GPU), and with generation moved to a
-separate vLLM server (``trl vllm-serve``). :func:`export_script` writes all of it into one folder.
+separate vLLM server (``trl vllm-serve``). :func:`write_launch_kit` writes all of it into one folder: the
+run as a recipe (``recipe.yaml``, what ``grpo-lite train`` reads), the accelerate configs and ``LAUNCH.md``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ import yaml
 
 from .config import load_run_yaml
 from .recipe import read_recipe
+from .run_files import RUN_FILE
+
+RECIPE_FILE = "recipe.yaml"
 
 _COMMON = {
     "compute_environment": "LOCAL_MACHINE",
@@ -63,18 +67,18 @@ def accelerate_config(mode: str, num_processes: int) -> dict[str, Any]:
     return {**_COMMON, **ACCELERATE_MODES[mode], "num_processes": num_processes}
 
 
-def launch_commands(run_yaml: str = "run.yaml", *, model: str, num_gpus: int = 2) -> dict[str, str]:
-    """Shell commands (run from the export folder) for each way of launching ``run_yaml``."""
+def launch_commands(recipe: str = RECIPE_FILE, *, model: str, num_gpus: int = 2) -> dict[str, str]:
+    """Shell commands (run from the launch kit's folder) for each way of launching ``recipe``."""
     if num_gpus < 2:
         raise ValueError("num_gpus must be 2 or more for the multi-GPU commands")
-    train = ["-m", "grpo_lite", "train", run_yaml]
+    train = ["-m", "grpo_lite", "train", recipe]
 
     def accelerate(mode: str, processes: int, extra: list[str]) -> str:
         return shlex.join(["accelerate", "launch", "--config_file", f"accelerate/{mode}.yaml", "--num_processes", str(processes), *train, *extra])
 
     trainers = ",".join(str(i) for i in range(1, num_gpus))
     return {
-        "single_gpu": shlex.join(["grpo-lite", "train", run_yaml]),
+        "single_gpu": shlex.join(["grpo-lite", "train", recipe]),
         "ddp": accelerate("ddp", num_gpus, MULTI_GPU),
         "zero2": accelerate("zero2", num_gpus, MULTI_GPU),
         "zero3": accelerate("zero3", num_gpus, ZERO3),
@@ -84,8 +88,8 @@ def launch_commands(run_yaml: str = "run.yaml", *, model: str, num_gpus: int = 2
 
 
 def recipe_from_run(run_dir: str | Path) -> dict[str, Any]:
-    """A run recipe rebuilt from the ``run.yaml`` that :func:`grpo_lite.train` wrote (dataset not included)."""
-    run = load_run_yaml(Path(run_dir) / "run.yaml")
+    """A recipe rebuilt from the run record (``run.yaml``) that :func:`grpo_lite.train` wrote (dataset not included)."""
+    run = load_run_yaml(Path(run_dir) / RUN_FILE)
     recipe = {"model": run["model"], "rewards": run["rewards"], "preset": run.get("preset", "auto")}
     if run.get("backend") and run["backend"] != "cpu":
         recipe["load"] = {"backend": run["backend"]}
@@ -96,8 +100,8 @@ def recipe_from_run(run_dir: str | Path) -> dict[str, Any]:
     return recipe
 
 
-def export_script(source: Any, out_dir: str | Path, *, dataset=None, num_gpus: int = 2) -> Path:
-    """Write ``run.yaml``, ``accelerate/*.yaml`` and ``LAUNCH.md`` (the commands) into ``out_dir``.
+def write_launch_kit(source: Any, out_dir: str | Path, *, dataset=None, num_gpus: int = 2) -> Path:
+    """Write ``recipe.yaml``, ``accelerate/*.yaml`` and ``LAUNCH.md`` (the commands) into ``out_dir``.
 
     ``source``: a recipe dict, a recipe YAML path, or the output dir of a finished :func:`train` run.
     ``dataset``: a prepared ``datasets.Dataset`` (``prompt`` column) to ship as ``dataset.jsonl``, for runs
@@ -115,12 +119,12 @@ def export_script(source: Any, out_dir: str | Path, *, dataset=None, num_gpus: i
         dataset.to_json(str(out / "dataset.jsonl"))
         recipe["dataset"] = {"path": "dataset.jsonl", "prepared": True}
     if "dataset" not in recipe:
-        raise ValueError("the run has no dataset: pass dataset=<the prepared dataset> to ship it with the script")
+        raise ValueError("the run has no dataset: pass dataset=<the prepared dataset> to ship it with the launch kit")
     recipe.pop("output_dir", None)
-    (out / "run.yaml").write_text(yaml.safe_dump(recipe, sort_keys=False))
+    (out / RECIPE_FILE).write_text(yaml.safe_dump(recipe, sort_keys=False))
     for mode in ACCELERATE_MODES:
         (out / "accelerate" / f"{mode}.yaml").write_text(yaml.safe_dump(accelerate_config(mode, num_gpus), sort_keys=True))
-    commands = launch_commands("run.yaml", model=str(recipe["model"]), num_gpus=num_gpus)
+    commands = launch_commands(RECIPE_FILE, model=str(recipe["model"]), num_gpus=num_gpus)
     (out / "LAUNCH.md").write_text(_launch_doc(commands, num_gpus))
     return out
 
@@ -128,7 +132,7 @@ def export_script(source: Any, out_dir: str | Path, *, dataset=None, num_gpus: i
 def _launch_doc(commands: dict[str, str], num_gpus: int) -> str:
     return f"""# Launching this run
 
-Run these from this folder. `run.yaml` is the run; the `accelerate/` files configure {num_gpus} processes.
+Run these from this folder. `{RECIPE_FILE}` is the run; the `accelerate/` files configure {num_gpus} processes.
 
 One GPU (Unsloth when installed):
 

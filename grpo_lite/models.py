@@ -17,6 +17,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from .log import logger
+
 LORA_TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 BACKENDS = ("auto", "unsloth", "transformers", "cpu")
 
@@ -104,7 +106,7 @@ def load_model(
     Extra keyword arguments go to the backend's ``from_pretrained``.
     """
     choice = choose_backend(backend, load_in_4bit=load_in_4bit, fast_inference=fast_inference)
-    print(f"grpo-lite: backend={choice}")
+    logger.info(f"backend={choice}")
     alpha = lora_alpha if lora_alpha is not None else 2 * (lora_rank or 0)
     if choice.name == "unsloth":
         model, tokenizer = _load_unsloth(

@@ -18,8 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console, Group
+from rich.console import Group
 from rich.table import Table
+
+from rewards.display import RichReport
 
 GB = 1024**3
 GPUS = {"T4": 15.0, "RTX3060": 12.0, "L4": 22.5, "A10G": 22.5, "RTX3090": 24.0, "RTX4090": 24.0,
@@ -154,8 +156,10 @@ def estimate(shape: ModelShape, run: RunShape, *, weight_bytes: float = 2.0, gpu
 
 
 @dataclass
-class MemoryPlan:
+class MemoryPlan(RichReport):
     """An estimate for one config on one GPU; ``suggestion`` is the nearest config that fits when this does not."""
+
+    text_width = 100
 
     run: RunShape
     memory_gb: float
@@ -193,12 +197,6 @@ class MemoryPlan:
             table.add_row(name, f"{value:.2f}")
         table.add_row("total", f"{self.total_gb:.2f}", style="bold")
         return Group(title, table, self.verdict())
-
-    def __str__(self) -> str:
-        console = Console(width=100)
-        with console.capture() as capture:
-            console.print(self)
-        return capture.get()
 
 
 def _halvings(value: int, floor: int) -> list[int]:

@@ -63,7 +63,9 @@ def run_recipe(recipe: dict[str, Any], *, output_dir: str | Path | None = None, 
     """Load the model, prepare the data and train, as the recipe says; returns the TrainResult."""
     from .data import load_builtin, load_rows, prepare_dataset
     from .models import load_model
-    from .training import resolve_rewards, train
+    from rewards import resolve_rewards
+
+    from .training import train
 
     out = Path(output_dir or recipe.get("output_dir") or "outputs/grpo-lite")
     funcs, _ = resolve_rewards(recipe["rewards"])  # names are checked before the model loads

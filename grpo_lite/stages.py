@@ -10,7 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from .monitor.metrics import METRICS_FILE, read_metrics, write_jsonl
+from .log import logger
+from .monitor.metrics import read_metrics
+from .run_files import METRICS_FILE, write_jsonl
 from .training import TrainResult, train
 
 
@@ -67,7 +69,7 @@ def train_stages(
     stage_dirs = [output_dir / f"{i}-{name}" for i, name in enumerate(names, start=1)]
     results = []
     for stage, name, stage_dir in zip(stages, names, stage_dirs):
-        print(f"grpo-lite: stage {name!r}: {stage.max_steps} steps with rewards {stage.rewards!r}")
+        logger.info(f"stage {name!r}: {stage.max_steps} steps with rewards {stage.rewards!r}")
         settings = {**common, **stage.overrides, "max_steps": stage.max_steps}
         result = train(model, tokenizer, dataset, stage.rewards, output_dir=stage_dir, **settings)
         model = result.model  # the same LoRA weights, now trained, go into the next stage

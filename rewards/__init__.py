@@ -10,8 +10,8 @@ as ``rewards/<name>/mean``.
     trainer = GRPOTrainer(..., reward_funcs=GSM8K_REWARDS)
 """
 
+from .check import Problem, RewardReport, check_rewards
 from .code import (
-    CODE_GENERATION_REWARDS,
     AsyncCodeExecutionReward,
     CodeExecutionReward,
     code_block_format_reward,
@@ -19,8 +19,7 @@ from .code import (
     code_generation_reward,
     no_syntax_error_reward,
 )
-from .check import RewardReport, check_rewards, score_file
-from .combine import AdaptiveReward, Combined, RewardSet, Weighted, weighted
+from .combine import AdaptiveReward, Combined, RewardSet, Weighted, reward_name, weighted
 from .correctness import (
     MathEquivalence,
     NumericCorrectness,
@@ -55,14 +54,15 @@ from .length import (
     soft_overlong_punishment,
 )
 from .presets import (
+    CODE_GENERATION_REWARDS,
     GSM8K_REWARDS,
     MATH_REASONING_REWARDS,
-    PRESETS,
     QA_REWARDS,
+    REWARD_PRESETS,
     SUMMARIZATION_REWARDS,
     math_problem_reward,
 )
-from .registry import available, get_reward, resolve
+from .registry import available, get_reward, import_reward, resolve, resolve_rewards
 from .style import (
     NgramRepetitionPenalty,
     citation_reward,
@@ -72,5 +72,74 @@ from .style import (
     reasoning_steps_reward,
 )
 
-
-__all__ = [name for name in dir() if not name.startswith("_")]
+# In the order a user meets them: rewards by kind, then combining them, presets and names, then the lab.
+__all__ = [
+    # correctness: is the final answer right?
+    "exact_match_reward",
+    "numeric_correctness_reward",
+    "math_equivalence_reward",
+    "multiple_choice_reward",
+    "int_answer_reward",
+    "fuzzy_match_reward",
+    "NumericCorrectness",
+    "MathEquivalence",
+    # format
+    "soft_xml_format_reward",
+    "strict_xml_format_reward",
+    "incremental_format_reward",
+    "xml_count_reward",
+    "think_format_reward",
+    "tag_count_reward",
+    "json_format_reward",
+    "IncrementalFormat",
+    "TagCount",
+    # length
+    "ideal_length_reward",
+    "min_length_reward",
+    "max_length_penalty",
+    "cosine_length_reward",
+    "soft_overlong_punishment",
+    "IdealLength",
+    "MinLength",
+    "MaxLengthPenalty",
+    "CosineLengthReward",
+    "SoftOverlongPunishment",
+    # style
+    "reasoning_quality_reward",
+    "reasoning_steps_reward",
+    "citation_reward",
+    "no_repetition_penalty",
+    "ngram_repetition_penalty",
+    "NgramRepetitionPenalty",
+    # code (sandboxed execution)
+    "code_block_format_reward",
+    "no_syntax_error_reward",
+    "code_execution_reward",
+    "code_generation_reward",
+    "CodeExecutionReward",
+    "AsyncCodeExecutionReward",
+    # combining
+    "RewardSet",
+    "weighted",
+    "Weighted",
+    "Combined",
+    "AdaptiveReward",
+    "math_problem_reward",
+    # presets and names
+    "REWARD_PRESETS",
+    "MATH_REASONING_REWARDS",
+    "GSM8K_REWARDS",
+    "CODE_GENERATION_REWARDS",
+    "SUMMARIZATION_REWARDS",
+    "QA_REWARDS",
+    "resolve",
+    "resolve_rewards",
+    "import_reward",
+    "get_reward",
+    "available",
+    "reward_name",
+    # the reward lab
+    "check_rewards",
+    "RewardReport",
+    "Problem",
+]

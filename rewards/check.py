@@ -16,11 +16,13 @@ import json
 import math
 import traceback
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from .correctness import final_answer, gold_answers
+from .combine import reward_name
+from .display import RichReport
 from .extract import completion_text
+from .registry import resolve_rewards
 
 RESERVED = ("prompt", "completion")
 
@@ -40,8 +42,10 @@ class Problem:
 
 
 @dataclass
-class RewardReport:
+class RewardReport(RichReport):
     """Scores per function per row, parsed answers, advantages and the problems found."""
+
+    text_width = 160
 
     functions: list[str]
     rows: list[dict[str, Any]]
@@ -86,21 +90,6 @@ class RewardReport:
             )
         lines = [Text(f"x {p}", style="bold red" if p.kind in ERRORS else "yellow") for p in self.problems]
         return Group(table, *(lines or [Text("no problems found", style="green")]))
-
-    def __str__(self) -> str:
-        from rich.console import Console
-
-        console = Console(width=160, record=True, file=open("/dev/null", "w"), color_system=None)
-        console.print(self)
-        return console.export_text()
-
-    def _repr_html_(self) -> str:
-        from rich.console import Console
-
-        console = Console(width=160, record=True, file=open("/dev/null", "w"))
-        console.print(self)
-        return console.export_html(inline_styles=True, code_format="<pre style='font-size:12px'>{code}</pre>")
-
 
 ERRORS = {"exception", "wrong_length", "not_a_number", "unreadable_completion"}
 
@@ -183,16 +172,11 @@ def check_rewards(
 ) -> RewardReport:
     """Score ``samples`` with every function and report per-row scores, advantages and problems.
 
-    ``reward_funcs`` may be functions, a ``RewardSet`` or registry names. The advantage settings are
-    ``GRPOConfig``'s (``reward_weights``, ``scale_rewards``, ``multi_objective_aggregation``).
+    ``reward_funcs`` is anything ``grpo_lite.train`` takes as rewards (functions, names, presets,
+    ``"module:function"``, ``RewardSet`` / ``weighted``); their weights count as in training. The advantage
+    settings are ``GRPOConfig``'s (``reward_weights``, ``scale_rewards``, ``multi_objective_aggregation``).
     """
-    from .combine import expand
-    from .registry import resolve
-
-    named = [reward_funcs] if isinstance(reward_funcs, str) else reward_funcs
-    if isinstance(named, (list, tuple)):
-        named = [f for item in named for f in (resolve(item) if isinstance(item, str) else [item])]
-    funcs, set_weights = expand(named)
+    funcs, set_weights = resolve_rewards(reward_funcs)
     weights = list(reward_weights) if reward_weights is not None else set_weights
     rows_in = [dict(row) for row in (samples.to_list() if hasattr(samples, "to_list") else samples)]
     if not rows_in:
@@ -203,7 +187,7 @@ def check_rewards(
     if weights is not None and len(weights) != len(funcs):
         raise ValueError(f"reward_weights has {len(weights)} values for {len(funcs)} reward functions")
 
-    names = [getattr(f, "__name__", type(f).__name__) for f in funcs]
+    names = [reward_name(f) for f in funcs]
     problems = [
         Problem("unreadable_completion", "not a string or a list of {'role', 'content'} messages", row=i)
         for i, row in enumerate(rows_in)
@@ -268,20 +252,3 @@ def _advantages(rows, names, weights, scale_rewards, aggregation) -> list[Proble
         if all(abs(r["advantage"]) < 1e-6 for r in members)
     ]
 
-
-def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
-    """Rows of a JSONL file, with the line number in the error when one is not JSON."""
-    rows = []
-    for number, line in enumerate(Path(path).read_text().splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError as error:
-            raise ValueError(f"{path}: line {number} is not JSON ({error.msg})") from error
-    return rows
-
-
-def score_file(rewards: str | Sequence[str | Callable], path: str | Path, **options) -> RewardReport:
-    """:func:`check_rewards` over a JSONL file of rows (``grpo-lite score --rewards ... --data FILE``)."""
-    return check_rewards(rewards, read_jsonl(path), **options)

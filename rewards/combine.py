@@ -7,11 +7,21 @@ one's mean and std (``rewards/<name>/mean``), which is how a user sees which par
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Callable, Iterator
 
 
-def _name(func: Callable) -> str:
+def reward_name(func: Callable) -> str:
+    """The name TRL logs a reward under (``rewards/<name>/mean``): a function's ``__name__``, the wrapped
+    function's for a ``functools.partial``, the class name for a callable object without ``__name__``
+    (what ``trl.trainer.utils.get_callable_name`` returns).
+
+    >>> reward_name(functools.partial(reward_name)), reward_name(Weighted(len, 2.0))
+    ('reward_name', 'len')
+    """
+    while isinstance(func, functools.partial):
+        func = func.func
     return getattr(func, "__name__", type(func).__name__)
 
 
@@ -51,7 +61,7 @@ class Weighted:
 
     @property
     def __name__(self) -> str:
-        return _name(self.func)
+        return reward_name(self.func)
 
     def __call__(self, prompts=None, completions=(), **kwargs) -> list[float | None]:
         scores = self.func(prompts=prompts, completions=completions, **kwargs)
@@ -93,7 +103,7 @@ class RewardSet:
         return len(self.items)
 
     def __repr__(self) -> str:
-        return "RewardSet(" + ", ".join(f"{_name(i.func)}x{i.weight:g}" for i in self.items) + ")"
+        return "RewardSet(" + ", ".join(f"{reward_name(i.func)}x{i.weight:g}" for i in self.items) + ")"
 
 
 class AdaptiveReward:
@@ -126,7 +136,7 @@ class AdaptiveReward:
         self.success_threshold = success_threshold
         self.raise_below, self.lower_above = raise_below, lower_above
         self.min_weight, self.max_weight = min_weight, max_weight
-        self.__name__ = _name(func)
+        self.__name__ = reward_name(func)
         self.history: list[tuple[float, float]] = []  # (success rate, weight used) per call
 
     def __call__(self, prompts=None, completions=(), log_metric=None, **kwargs) -> list[float | None]:
@@ -144,21 +154,3 @@ class AdaptiveReward:
             log_metric(f"adaptive/{self.__name__}/weight", used)
         return [None if s is None else round(s * used, 6) for s in scores]
 
-
-def expand(rewards: Any) -> tuple[list[Callable], list[float] | None]:
-    """Reward functions and (when any were weighted) their weights from functions, ``Weighted`` items
-    and ``RewardSet``s."""
-    items: Sequence = [rewards] if callable(rewards) and not isinstance(rewards, RewardSet) else list(rewards)
-    funcs: list[Callable] = []
-    weights: list[float] = []
-    any_weight = False
-    for item in items:
-        for part in item.items if isinstance(item, RewardSet) else [item]:
-            if isinstance(part, Weighted):
-                funcs.append(part.func)
-                weights.append(part.weight)
-                any_weight = any_weight or part.weight != 1.0
-            else:
-                funcs.append(part)
-                weights.append(1.0)
-    return funcs, (weights if any_weight else None)

@@ -19,7 +19,7 @@ from .extract import (
     extract_answer,
     extract_answer_is,
     extract_boxed,
-    extract_hash_answer,
+    gold_text,
     extract_last_number,
     normalize_number,
 )
@@ -34,14 +34,7 @@ def gold_answers(answer: Sequence[Any] | None, n: int) -> list[str | None]:
         return [None] * n
     if len(answer) != n:
         raise ValueError(f"the 'answer' column has {len(answer)} values for {n} completions")
-    golds = []
-    for gold in answer:
-        if gold is None:
-            golds.append(None)
-            continue
-        text = str(gold)
-        golds.append(extract_hash_answer(text) if "####" in text else (text.strip() or None))
-    return golds
+    return [gold_text(gold) for gold in answer]
 
 
 def final_answer(text: str) -> str | None:

@@ -88,6 +88,19 @@ def extract_hash_answer(text: str | None) -> str | None:
     return text.split("####")[-1].strip() or None
 
 
+def gold_text(value: Any) -> str | None:
+    """A row's gold answer as text: GSM8K's ``"... #### 42"`` unwrapped to ``"42"``, anything else stripped;
+    None when there is none.
+
+    >>> gold_text("Half of 84 is 42.\\n#### 42"), gold_text(" 7 "), gold_text(None), gold_text(" ")
+    ('42', '7', None, None)
+    """
+    if value is None:
+        return None
+    text = str(value)
+    return extract_hash_answer(text) if "####" in text else (text.strip() or None)
+
+
 def extract_boxed(text: str) -> str | None:
     """Content of the last ``\\boxed{...}`` (nested braces allowed), or None.
 

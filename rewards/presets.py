@@ -22,7 +22,7 @@ SUMMARIZATION_REWARDS = [ideal_length_reward, fuzzy_match_reward, no_repetition_
 QA_REWARDS = [fuzzy_match_reward, min_length_reward, citation_reward]  # fuzzy, as the recipe advises for free text
 GSM8K_REWARDS = [xml_count_reward, soft_xml_format_reward, strict_xml_format_reward, int_answer_reward, numeric_correctness_reward]
 
-PRESETS = {
+REWARD_PRESETS = {
     "math": MATH_REASONING_REWARDS,
     "gsm8k": GSM8K_REWARDS,
     "code": CODE_GENERATION_REWARDS,
@@ -38,5 +38,5 @@ __all__ = [
     "SUMMARIZATION_REWARDS",
     "QA_REWARDS",
     "GSM8K_REWARDS",
-    "PRESETS",
+    "REWARD_PRESETS",
 ]

@@ -1,15 +1,20 @@
-"""Rewards by name, for YAML run files and the command line (``rewards: [gsm8k]``, ``--rewards math``).
+"""Rewards by name, and the one place that turns what a user passes as rewards into reward functions.
 
 A name is a reward function's ``__name__`` (``numeric_correctness_reward``) or a preset (``math``,
-``gsm8k``, ``code``, ``summarization``, ``qa``; the ``*_REWARDS`` constant names work too).
+``gsm8k``, ``code``, ``summarization``, ``qa``; the ``*_REWARDS`` constant names work too). Anywhere a
+reward is expected (``grpo_lite.train``, ``evaluate``, ``check_rewards``, a run YAML, ``grpo-lite score``)
+it may also be a function, a ``RewardSet`` / ``weighted`` item, or a ``"module:function"`` import path.
 """
 
 from __future__ import annotations
 
 import difflib
-from typing import Callable
+import importlib
+import inspect
+from typing import Any, Callable
 
 from . import code, correctness, format, length, presets, style
+from .combine import RewardSet, Weighted, reward_name
 
 
 def _collect() -> dict[str, Callable]:
@@ -23,8 +28,8 @@ def _collect() -> dict[str, Callable]:
 
 
 REWARDS: dict[str, Callable] = _collect()
-PRESETS: dict[str, list[Callable]] = {
-    **presets.PRESETS,
+_PRESETS: dict[str, list[Callable]] = {
+    **presets.REWARD_PRESETS,
     **{name: getattr(presets, name) for name in presets.__all__ if name.endswith("_REWARDS")},
 }
 
@@ -35,15 +40,15 @@ def resolve(name: str) -> list[Callable]:
     >>> [f.__name__ for f in resolve("gsm8k")][:2]
     ['xml_count_reward', 'soft_xml_format_reward']
     """
-    if name in PRESETS:
-        return list(PRESETS[name])
+    if name in _PRESETS:
+        return list(_PRESETS[name])
     if name in REWARDS:
         return [REWARDS[name]]
-    close = difflib.get_close_matches(name, [*REWARDS, *PRESETS], n=3)
+    close = difflib.get_close_matches(name, [*REWARDS, *_PRESETS], n=3)
     hint = f"did you mean {', '.join(close)}? " if close else ""
     raise ValueError(
-        f"unknown reward {name!r}: {hint}presets are {sorted(presets.PRESETS)}; "
-        "rewards.available() lists every reward name"
+        f"unknown reward {name!r}: {hint}presets are {sorted(presets.REWARD_PRESETS)}; "
+        "rewards.available() lists every reward name, and 'module:function' imports your own"
     )
 
 
@@ -57,4 +62,71 @@ def get_reward(name: str) -> Callable:
 
 def available() -> dict[str, list[str]]:
     """Every reward and preset name."""
-    return {"rewards": sorted(REWARDS), "presets": sorted(presets.PRESETS)}
+    return {"rewards": sorted(REWARDS), "presets": sorted(presets.REWARD_PRESETS)}
+
+
+def import_reward(path: str) -> Callable:
+    """The reward function at ``"module:function"`` (your own module on the Python path)."""
+    module_name, _, attribute = path.partition(":")
+    try:
+        func = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as error:
+        raise ValueError(f"reward {path!r}: cannot import {attribute!r} from module {module_name!r} ({error})") from error
+    if not callable(func):
+        raise TypeError(f"reward {path!r} is not callable")
+    return func
+
+
+def _check_signature(func: Callable) -> None:
+    """TRL passes every dataset column and extras (trainer_state, log_metric, ...) as keywords."""
+    target = func if inspect.isfunction(func) or inspect.ismethod(func) else func.__call__
+    try:
+        params = inspect.signature(target).parameters.values()
+    except (TypeError, ValueError):  # builtins and C callables: nothing to check
+        return
+    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        raise TypeError(
+            f"reward function {reward_name(func)!r} must accept **kwargs: TRL passes every dataset column "
+            "and extra arguments (trainer_state, log_metric, ...) as keywords"
+        )
+
+
+def _items(rewards: Any) -> list[Any]:
+    """Names, import paths and presets replaced by functions; ``RewardSet`` and ``Weighted`` kept whole."""
+    single = isinstance(rewards, (str, RewardSet)) or callable(rewards)
+    items = [rewards] if single else list(rewards or [])
+    if not items:
+        raise ValueError("rewards is empty: pass at least one reward function (see the rewards package)")
+    resolved: list[Any] = []
+    for item in items:
+        if isinstance(item, str):
+            resolved.extend([import_reward(item)] if ":" in item else resolve(item))
+        elif callable(item) or isinstance(item, RewardSet):
+            resolved.append(item)
+        else:
+            raise TypeError(f"reward {item!r} is neither a function nor a reward name")
+    return resolved
+
+
+def resolve_rewards(rewards: Any) -> tuple[list[Callable], list[float] | None]:
+    """Reward functions and their weights from whatever names them, checked for TRL's calling convention.
+
+    ``rewards`` is one or a list of: functions, registry or preset names, ``"module:function"`` paths,
+    ``weighted(f, w)`` items and ``RewardSet`` objects. The weights are ``None`` unless some reward was weighted
+    (TRL then weighs all equally), else one per function, ready for ``GRPOConfig(reward_weights=...)``.
+
+    >>> from rewards import numeric_correctness_reward, weighted
+    >>> funcs, weights = resolve_rewards([weighted(numeric_correctness_reward, 2.0), "soft_xml_format_reward"])
+    >>> [reward_name(f) for f in funcs], weights
+    (['numeric_correctness_reward', 'soft_xml_format_reward'], [2.0, 1.0])
+    """
+    funcs: list[Callable] = []
+    weights: list[float] = []
+    for item in _items(rewards):
+        for part in item.items if isinstance(item, RewardSet) else [item]:
+            weighted = isinstance(part, Weighted)
+            funcs.append(part.func if weighted else part)
+            weights.append(part.weight if weighted else 1.0)
+    for func in funcs:
+        _check_signature(func)
+    return funcs, (weights if any(w != 1.0 for w in weights) else None)

@@ -1,6 +1,6 @@
 import pytest
 
-from grpo_lite import PRESETS, ConfigError, make_config
+from grpo_lite import TRAINING_PRESETS, ConfigError, make_config
 from grpo_lite.config import config_from_dict, load_run_yaml, resolve_options, save_run_yaml
 
 
@@ -11,9 +11,9 @@ def test_cpu_preset_builds_a_valid_config_with_kl_on(tmp_path):
     assert config.learning_rate == 1e-3 and config.logging_steps == 1
 
 
-@pytest.mark.parametrize("name", sorted(PRESETS))
+@pytest.mark.parametrize("name", sorted(TRAINING_PRESETS))
 def test_every_preset_has_the_recipe_defaults_and_divisible_batches(name):
-    options = resolve_options("cpu-smoke") if name == "cpu-smoke" else {**__import__("grpo_lite.config").config.BASE, **PRESETS[name]}
+    options = resolve_options("cpu-smoke") if name == "cpu-smoke" else {**__import__("grpo_lite.config").config.BASE, **TRAINING_PRESETS[name]}
     assert options["adam_beta2"] == 0.99 and options["max_grad_norm"] == 0.1 and options["lr_scheduler_type"] == "cosine"
     batch = options.get("per_device_train_batch_size", 8) * options.get("gradient_accumulation_steps", 1)
     assert batch % options["num_generations"] == 0

@@ -69,7 +69,7 @@ def test_prompt_length_report_and_long_prompt_filter(tiny_model, capsys):
     _, tokenizer = tiny_model
     rows = [{"question": "short?", "answer": "1"}, {"question": "long " * 100, "answer": "2"}]
     ds = prepare_dataset(rows, tokenizer=tokenizer, max_prompt_tokens=200)
-    out = capsys.readouterr().out
+    out = capsys.readouterr().err
     assert "prompt tokens over 2 rows" in out and "dropped 1 of 2 prompts over 200 tokens" in out
     assert ds["answer"] == ["1"]
     with pytest.raises(DatasetError, match=r"row 1: the prompt is \d+ tokens, over max_prompt_tokens=200"):

@@ -56,4 +56,4 @@ def test_cli_demo_runs_offline_and_writes_its_output_dir(tmp_path):
     report = json.loads((out / EVAL_FILE).read_text())
     assert report["n_heldout"] == 4 and set(report["after"]) == {"accuracy", "format_rate"}
     assert {"run.yaml", "metrics.jsonl", "model.safetensors"} <= {p.name for p in out.iterdir()}
-    assert "held-out" in done.stdout
+    assert "held-out" in done.stderr

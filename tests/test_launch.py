@@ -9,7 +9,7 @@ from accelerate.commands.config.config_args import load_config_from_file
 from accelerate.commands.launch import launch_command_parser
 
 from grpo_lite.cli import build_parser
-from grpo_lite.launch import ACCELERATE_MODES, accelerate_config, export_script
+from grpo_lite.launch import ACCELERATE_MODES, accelerate_config, write_launch_kit
 from grpo_lite.recipe import apply_settings, read_recipe
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,9 +40,9 @@ def test_shipped_accelerate_configs_load_and_match_the_generator(mode):
     assert load_config_from_file(str(path)).distributed_type.value == EXPECTED_TYPES[mode]
 
 
-def test_export_script_writes_a_kit_whose_commands_parse(tmp_path):
-    kit = export_script(ROOT / "examples" / "tiny_cpu.yaml", tmp_path / "kit", num_gpus=4)
-    recipe = read_recipe(kit / "run.yaml")
+def test_launch_kit_writes_a_kit_whose_commands_parse(tmp_path):
+    kit = write_launch_kit(ROOT / "examples" / "tiny_cpu.yaml", tmp_path / "kit", num_gpus=4)
+    recipe = read_recipe(kit / "recipe.yaml")
     assert recipe["model"] == "tiny" and "output_dir" not in recipe
     doc = (kit / "LAUNCH.md").read_text()
     commands = [line.strip() for line in doc.splitlines() if line.startswith("    ")]
@@ -57,7 +57,7 @@ def test_export_script_writes_a_kit_whose_commands_parse(tmp_path):
             assert served.model == "tiny"
             continue
         launch, train = _parse_launch(command)
-        assert train.command == "train" and train.config == Path("run.yaml")
+        assert train.command == "train" and train.config == Path("recipe.yaml")
         if launch is not None:
             config = load_config_from_file(str(kit / launch.config_file))
             assert config.num_processes == 4
@@ -69,7 +69,7 @@ def test_export_script_writes_a_kit_whose_commands_parse(tmp_path):
     assert apply_settings(recipe, train.set)["overrides"]["vllm_mode"] == "server"
 
 
-def test_export_script_from_a_notebook_run_ships_the_prepared_dataset(tmp_path):
+def test_write_launch_kit_from_a_notebook_run_ships_the_prepared_dataset(tmp_path):
     from grpo_lite import prepare_dataset
     from grpo_lite.config import make_config, save_run_yaml
 
@@ -77,10 +77,10 @@ def test_export_script_from_a_notebook_run_ships_the_prepared_dataset(tmp_path):
     save_run_yaml(run_dir / "run.yaml", make_config("cpu-smoke", output_dir=run_dir), model="Qwen/Qwen2.5-0.5B-Instruct",
                   backend="unsloth", rewards=["exact_match_reward"], preset="auto", overrides={"max_steps": 9, "reward_weights": [2.0]})
     with pytest.raises(ValueError, match="pass dataset="):
-        export_script(run_dir, tmp_path / "kit")
+        write_launch_kit(run_dir, tmp_path / "kit")
     dataset = prepare_dataset([{"question": "1+1?", "answer": "2"}])
-    kit = export_script(run_dir, tmp_path / "kit", dataset=dataset)
-    recipe = read_recipe(kit / "run.yaml")
+    kit = write_launch_kit(run_dir, tmp_path / "kit", dataset=dataset)
+    recipe = read_recipe(kit / "recipe.yaml")
     assert recipe["load"] == {"backend": "unsloth"} and recipe["reward_weights"] == [2.0]
     assert recipe["overrides"] == {"max_steps": 9}
     assert recipe["dataset"]["prepared"] and Path(recipe["dataset"]["path"]) == kit / "dataset.jsonl"

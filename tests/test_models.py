@@ -16,7 +16,7 @@ def test_auto_picks_cpu_here_and_says_why(tiny_model_dir, capsys):
     backend = model.grpo_lite_backend
     assert backend.name == "cpu"
     assert "no CUDA GPU" in backend.reason and not backend.load_in_4bit
-    assert "backend=cpu" in capsys.readouterr().out
+    assert "backend=cpu" in capsys.readouterr().err
     assert next(model.parameters()).dtype.is_floating_point
     assert sum(p.numel() for p in model.parameters() if p.requires_grad) > 0
     assert any("lora_" in name for name, _ in model.named_parameters())

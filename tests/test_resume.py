@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from grpo_lite import ConfigError, read_metrics
-from grpo_lite.config import check_resume, load_run_yaml, make_config
+from grpo_lite.config import load_run_yaml, make_config
+from grpo_lite.resume import check_resume
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECKPOINT_WAIT_S = 600  # a guard against a hung run, not a speed check
@@ -97,7 +98,7 @@ def test_check_resume_names_each_changed_field(tmp_path):
 
 
 def test_resume_skips_a_checkpoint_cut_off_mid_save(tmp_path, capsys):
-    from grpo_lite.training import latest_checkpoint
+    from grpo_lite.resume import latest_checkpoint
 
     assert latest_checkpoint(tmp_path) is None
     for step in (2, 4, 10):

@@ -4,11 +4,11 @@ import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from rewards import check_rewards, numeric_correctness_reward, soft_xml_format_reward
-from rewards.check import score_file
+from rewards import RewardSet, check_rewards, numeric_correctness_reward, soft_xml_format_reward, weighted
 
 RIGHT = "<reasoning>\n3 + 4 = 7\n</reasoning>\n<answer>\n7\n</answer>"
 WRONG = "<reasoning>\n3 + 4 = 8\n</reasoning>\n<answer>\n8\n</answer>"
@@ -95,16 +95,48 @@ def test_report_renders_in_a_notebook_and_a_terminal():
     assert "Reward lab: 4 rows x 5 functions" in str(report)
 
 
-def test_score_cli_reads_jsonl_and_fails_on_broken_rewards(tmp_path):
-    data = tmp_path / "samples.jsonl"
-    data.write_text("".join(json.dumps(row) + "\n" for row in ROWS))
-    done = subprocess.run(
-        [sys.executable, "-m", "grpo_lite", "score", "--rewards", "soft_xml_format_reward,numeric_correctness_reward", "--data", str(data)],
-        capture_output=True, text=True, timeout=120,
+def test_a_reward_sets_weights_count_in_the_lab_as_in_training():
+    weighted_set = RewardSet(weighted(numeric_correctness_reward, 2.0), soft_xml_format_reward)
+    report = check_rewards(weighted_set, ROWS)
+    assert report.settings["reward_weights"] == [2.0, 1.0]
+    explicit = check_rewards([numeric_correctness_reward, soft_xml_format_reward], ROWS, reward_weights=[2.0, 1.0])
+    unweighted = check_rewards([numeric_correctness_reward, soft_xml_format_reward], ROWS)
+    advantages = [row.get("advantage") for row in report.rows]
+    assert advantages == [row.get("advantage") for row in explicit.rows]
+    assert [row["total"] for row in report.rows] != [row["total"] for row in unweighted.rows]
+
+
+def test_star_import_exports_rewards_not_submodules():
+    import builtins
+
+    namespace: dict = {}
+    exec("from rewards import *", namespace)
+    assert "format" not in namespace and "check" not in namespace and "sandbox" not in namespace
+    assert namespace["soft_xml_format_reward"] is soft_xml_format_reward and format is builtins.format
+
+
+def _score(args, cwd):
+    command = [str(Path(sys.executable).with_name("grpo-lite")), "score", *args]  # the console script, as a user runs it
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=cwd)
+
+
+def test_score_cli_takes_presets_and_the_users_own_rewards_by_import_path(tmp_path):
+    (tmp_path / "samples.jsonl").write_text("".join(json.dumps(row) + "\n" for row in ROWS))
+    (tmp_path / "my_module.py").write_text(
+        "def my_reward(completions, **kwargs):\n    return [float(len(str(c)) % 3) for c in completions]\n"
     )
+    done = _score(["--rewards", "gsm8k,my_module:my_reward", "--data", "samples.jsonl"], tmp_path)
     assert done.returncode == 0, done.stderr
-    assert "correctness" in done.stdout and "no problems found" in done.stdout
-    assert score_file(["math"], data).rows[0]["scores"]["exact_match_reward"] == 2.0
-    (tmp_path / "broken.jsonl").write_text('{"completion": "x"}\nnot json\n')
-    with pytest.raises(ValueError, match="line 2 is not JSON"):
-        score_file(["math"], tmp_path / "broken.jsonl")
+    assert "4 rows x 6 functions" in done.stdout and "no problems found" in done.stdout  # gsm8k is 5, plus my_reward
+
+
+def test_score_cli_fails_on_broken_rewards_and_bad_files(tmp_path):
+    (tmp_path / "broken.jsonl").write_text('{"completion": "x"}\nnot json\n{"completion": "y"}\n')
+    done = _score(["--rewards", "math", "--data", "broken.jsonl"], tmp_path)
+    assert done.returncode == 2 and "line 2 is not JSON" in done.stderr
+    (tmp_path / "rows.jsonl").write_text(json.dumps(ROWS[0]) + "\n")
+    done = _score(["--rewards", "numeric_corectness_reward", "--data", "rows.jsonl"], tmp_path)
+    assert done.returncode == 2 and "did you mean numeric_correctness_reward" in done.stderr
+    (tmp_path / "crash.py").write_text("def crash(completions, **kwargs):\n    raise KeyError('gold')\n")
+    done = _score(["--rewards", "crash:crash", "--data", "rows.jsonl"], tmp_path)
+    assert done.returncode == 1 and "KeyError" in done.stdout

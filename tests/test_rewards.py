@@ -6,7 +6,8 @@ import pickle
 import pytest
 
 import rewards
-from rewards.registry import PRESETS, REWARDS
+from rewards.presets import REWARD_PRESETS
+from rewards.registry import REWARDS
 
 SEED_NAMES = [
     "exact_match_reward", "fuzzy_match_reward", "numeric_correctness_reward", "code_execution_reward",
@@ -161,7 +162,7 @@ def test_adaptive_reward_follows_the_success_rate_within_bounds():
 
 def test_registry_resolves_names_and_presets_with_helpful_errors():
     assert [f.__name__ for f in rewards.resolve("math")] == [f.__name__ for f in rewards.MATH_REASONING_REWARDS]
-    assert rewards.resolve("QA_REWARDS") == PRESETS["qa"]
+    assert rewards.resolve("QA_REWARDS") == REWARD_PRESETS["qa"]
     assert rewards.get_reward("soft_xml_format_reward") is rewards.soft_xml_format_reward
     with pytest.raises(ValueError, match="did you mean soft_xml_format_reward"):
         rewards.resolve("soft_xml_format")

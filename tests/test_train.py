@@ -100,7 +100,7 @@ def test_rewards_without_kwargs_and_missing_prompt_column_are_refused(tiny_model
 
 
 def test_rewards_can_be_named_by_import_path(tmp_path, monkeypatch):
-    from grpo_lite.training import resolve_rewards
+    from rewards import resolve_rewards
 
     (tmp_path / "my_rewards.py").write_text("def brevity(completions, **kwargs):\n    return [0.0] * len(completions)\n")
     monkeypatch.syspath_prepend(str(tmp_path))

@@ -19,20 +19,20 @@ main process draws. In a notebook a Stop button ends training after the current 
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 from typing import Any
 
 from transformers import TrainerCallback
 
+from ..log import logger
+from ..run_files import DASHBOARD_FILE, replace_file
+from ..stopping import StopSwitch, stop_switch
 from .figure import dashboard_figure, figure_png
 from .health import HealthMonitor
 from .metrics import read_metrics
 from .samples import SampleLog
-from .views import Frame, make_view
-
-PNG_FILE = "dashboard.png"
+from .views import Frame, make_view, resolve_view
 FIRST_CHART_SECONDS = 1.0  # the first chart's budget: importing matplotlib and a 6-panel PNG on a slow CPU
 
 
@@ -55,7 +55,7 @@ class LiveDashboard(TrainerCallback):
             frame, drawn when training ends, comes on top).
         min_interval: seconds between two redraws of the numbers and samples.
         samples_shown: how many of the newest completions the table shows.
-        stop_button: show a Stop button in notebooks.
+        stop_button: show a Stop button in notebooks (it asks the trainer's :class:`~grpo_lite.stopping.StopSwitch`).
     """
 
     def __init__(self, output_dir: str | Path | None = None, *, trainer=None, view: str = "auto",
@@ -65,7 +65,7 @@ class LiveDashboard(TrainerCallback):
             raise ValueError(f"LiveDashboard max_overhead={max_overhead}: use a share of training time in (0, 1]")
         self.output_dir = Path(output_dir) if output_dir else None
         self.trainer = trainer
-        self.view_kind = view
+        self.view_kind = resolve_view(view)
         self.max_overhead = max_overhead
         self.min_interval = min_interval
         self.samples_shown = samples_shown
@@ -79,7 +79,7 @@ class LiveDashboard(TrainerCallback):
         self.charts = 0
         self.draw_seconds = 0.0
         self.png: bytes | None = None
-        self.stop_requested = False
+        self.stop: StopSwitch | None = None
         self._is_main = True
         self._writes_samples = True
         self._start_step = 0
@@ -89,9 +89,20 @@ class LiveDashboard(TrainerCallback):
         self._chart_cost = FIRST_CHART_SECONDS
 
     def attach(self, trainer) -> "LiveDashboard":
-        """Give the dashboard its trainer (built after the callback, which the trainer needs first)."""
+        """Give the dashboard its trainer (built after the callback, which the trainer needs first).
+
+        The dashboard becomes the run's only voice: the Trainer's progress bar and per-step dict print are
+        removed (the header shows the step, elapsed and remaining time). The Stop button asks the trainer's
+        StopSwitch, which is added when the trainer has none.
+        """
+        from transformers.trainer import DEFAULT_PROGRESS_CALLBACK
+        from transformers.trainer_callback import PrinterCallback
+
         self.trainer = trainer
         self.samples.attach(trainer)
+        for chatter in (DEFAULT_PROGRESS_CALLBACK, PrinterCallback):
+            trainer.remove_callback(chatter)
+        self.stop = stop_switch(trainer)
         return self
 
     # Trainer events -------------------------------------------------------------------------------
@@ -113,7 +124,8 @@ class LiveDashboard(TrainerCallback):
         self._train_start = time.perf_counter()
         self._start_step = state.global_step
         self._start_tokens = float(self.history[-1].get("num_tokens") or 0) if self.history else 0.0
-        self.view = make_view(self.view_kind, on_stop=self.request_stop if self.stop_button else None)
+        on_stop = self.request_stop if self.stop_button and self.stop is not None else None
+        self.view = make_view(self.view_kind, on_stop=on_stop)
 
     def _use_run_samples(self, state) -> None:
         """Share the run's own SampleLog when the trainer has one (``train`` adds it), else keep ours."""
@@ -134,17 +146,14 @@ class LiveDashboard(TrainerCallback):
         record = {"step": state.global_step, **logs}
         self.history.append(record)
         for warning in self.health.update(record):
-            print(f"grpo-lite warning: {warning}", flush=True)
+            logger.warning(str(warning))
         now = time.perf_counter()
         if now - self._last_draw_end >= self.min_interval:
             self.draw(state, chart=self._chart_fits_budget(now))
 
     def on_step_end(self, args, state, control, **kwargs):
         if self._is_main and self.view is not None:
-            self.view.poll()
-        if self.stop_requested:
-            control.should_save = True
-            control.should_training_stop = True
+            self.view.poll()  # delivers a Stop click to the switch, which acts at this step's end
         return control
 
     def on_train_end(self, args, state, control, **kwargs):
@@ -189,9 +198,7 @@ class LiveDashboard(TrainerCallback):
             self.png = figure_png(dashboard_figure(self.history))
             if self.output_dir:
                 self.output_dir.mkdir(parents=True, exist_ok=True)
-                partial = self.output_dir / f".{PNG_FILE}.partial"
-                partial.write_bytes(self.png)
-                os.replace(partial, self.output_dir / PNG_FILE)
+                replace_file(self.output_dir / DASHBOARD_FILE, self.png)
             self.charts += 1
             self._chart_cost = time.perf_counter() - start
         if self.view is not None:
@@ -200,9 +207,6 @@ class LiveDashboard(TrainerCallback):
         self._last_draw_end = time.perf_counter()
         self.draw_seconds += self._last_draw_end - start
 
-    # Stop control ---------------------------------------------------------------------------------
-
     def request_stop(self) -> None:
         """End training after the current step, saving a checkpoint (the Stop button calls this)."""
-        self.stop_requested = True
-        print("grpo-lite: stopping after this step; a checkpoint will be saved", flush=True)
+        self.stop.request("the dashboard's Stop button")

@@ -6,7 +6,6 @@ a process that dies loses nothing that was logged. Only the main process writes.
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from pathlib import Path
@@ -14,7 +13,8 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-METRICS_FILE = "metrics.jsonl"
+from ..run_files import METRICS_FILE, SUMMARY_FILE, append_jsonl, in_run, read_jsonl, write_json, write_jsonl
+
 SUMMARY_KEYS = ("train_runtime", "train_loss", "train_samples_per_second", "train_steps_per_second")
 
 
@@ -24,31 +24,9 @@ def _json_value(value: Any) -> Any:
     return value
 
 
-def read_jsonl(path: str | Path, file_name: str) -> list[dict[str, Any]]:
-    """The objects of a JSON-lines file (or of ``file_name`` in a run folder); a missing file has none, and
-    a line cut short by a killed process is skipped."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / file_name
-    if not path.exists():
-        return []
-    records = []
-    for line in path.read_text().splitlines():
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return records
-
-
-def write_jsonl(path: Path, records: list[dict[str, Any]]) -> None:
-    """Replace ``path`` with ``records``, one JSON object per line."""
-    path.write_text("".join(json.dumps(record) + "\n" for record in records))
-
-
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:
     """The step records of a metrics.jsonl file (or of the metrics.jsonl in a run folder)."""
-    return read_jsonl(path, METRICS_FILE)
+    return read_jsonl(in_run(path, METRICS_FILE))
 
 
 class MetricsLog(TrainerCallback):
@@ -73,11 +51,8 @@ class MetricsLog(TrainerCallback):
         if not state.is_world_process_zero or not logs:
             return
         if any(key in logs for key in SUMMARY_KEYS):
-            summary = {k: _json_value(v) for k, v in logs.items()}
-            (self.path.parent / "train_summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+            write_json(self.path.parent / SUMMARY_FILE, {k: _json_value(v) for k, v in logs.items()})
             return
         record = {"step": state.global_step, "time": time.time(), "kl": None}
         record.update({key: _json_value(value) for key, value in logs.items()})
-        with self.path.open("a") as handle:
-            handle.write(json.dumps(record) + "\n")
-            handle.flush()
+        append_jsonl(self.path, [record])

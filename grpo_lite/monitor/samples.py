@@ -7,7 +7,6 @@ One line per completion of each logged step, from GRPOTrainer's own record of th
 
 from __future__ import annotations
 
-import json
 import math
 from collections import deque
 from pathlib import Path
@@ -15,9 +14,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from .metrics import read_jsonl, write_jsonl
-
-SAMPLES_FILE = "samples.jsonl"
+from ..run_files import SAMPLES_FILE, append_jsonl, in_run, read_jsonl, write_jsonl
 
 
 def _text(value: Any) -> str:
@@ -104,8 +101,7 @@ class SampleLog(TrainerCallback):
             return
         if self._rows_on_disk is None:
             self.start(resume_step=rows[0]["step"] - 1)
-        with self.path.open("a") as handle:
-            handle.write("".join(json.dumps(row) + "\n" for row in rows))
+        append_jsonl(self.path, rows)
         self._rows_on_disk += len(rows)
         if self._rows_on_disk > self.max_rows:
             kept = read_samples(self.path)[-self.max_rows // 2 :]
@@ -115,4 +111,4 @@ class SampleLog(TrainerCallback):
 
 def read_samples(path: str | Path) -> list[dict[str, Any]]:
     """The rows of a samples.jsonl (or of the one in a run folder); lines cut by a killed process are skipped."""
-    return read_jsonl(path, SAMPLES_FILE)
+    return read_jsonl(in_run(path, SAMPLES_FILE))

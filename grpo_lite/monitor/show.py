@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import load_run_yaml
-from ..training import RUN_FILE
+from ..run_files import RUN_FILE
 from .dashboard import LiveDashboard, duration
 from .health import HealthMonitor
 from .metrics import read_metrics

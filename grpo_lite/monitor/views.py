@@ -139,7 +139,7 @@ class TerminalView:
         self.live.update(frame_rich(frame), refresh=True)
 
     def poll(self) -> None:
-        """Ctrl-C is the terminal's stop control (see ``grpo_lite.training.GracefulInterrupt``)."""
+        """Ctrl-C is the terminal's stop control (see ``grpo_lite.stopping.InterruptStops``)."""
 
     def close(self) -> None:
         self.live.stop()
@@ -167,16 +167,23 @@ def in_notebook() -> bool:
     return getattr(shell, "kernel", None) is not None
 
 
-def make_view(kind: str, on_stop=None):
-    """``"auto"``: the notebook view in Jupyter/Colab/Kaggle/VS Code, rich in a terminal, log lines otherwise.
+VIEWS = ("auto", "notebook", "terminal", "log")
 
-    ``on_stop`` is called when the notebook's Stop button is clicked (other views stop on Ctrl-C).
-    """
+
+def resolve_view(kind: str) -> str:
+    """``"auto"`` made concrete: the notebook view under a Jupyter kernel (JupyterLab, Colab, Kaggle, VS Code),
+    rich in a terminal, log lines otherwise; ``"notebook"`` without a kernel to show HTML falls back to log lines."""
+    if kind not in VIEWS:
+        raise ValueError(f"dashboard view {kind!r}: use one of {', '.join(map(repr, VIEWS))}")
     if kind == "auto":
         kind = "notebook" if in_notebook() else "terminal" if sys.stdout.isatty() else "log"
+    return "log" if kind == "notebook" and not in_notebook() else kind
+
+
+def make_view(kind: str, on_stop=None):
+    """The view for ``kind`` (see :func:`resolve_view`); ``on_stop`` is called when the notebook's Stop button
+    is clicked (other views stop on Ctrl-C)."""
+    kind = resolve_view(kind)
     if kind == "notebook":
-        return NotebookView(on_stop) if in_notebook() else LogView()  # no kernel to show HTML: plain text
-    views = {"terminal": TerminalView, "log": LogView}
-    if kind not in views:
-        raise ValueError(f"dashboard view {kind!r}: use one of 'auto', 'notebook', 'terminal', 'log'")
-    return views[kind]()
+        return NotebookView(on_stop)
+    return TerminalView() if kind == "terminal" else LogView()

@@ -1,0 +1,54 @@
+"""Held-out evaluation around a training run: the same rows scored before the first step and after the last.
+
+``train(heldout=...)`` adds :class:`HeldoutEvaluation`: it evaluates greedily (plus pass@k with
+``num_samples > 1``) when training begins and ends, says both side by side, keeps them as
+``comparison`` and writes them to ``eval.json`` in the run folder.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback
+
+from .evaluation import Comparison, compare, evaluate
+from .log import logger
+from .run_files import EVAL_FILE, write_json
+
+
+def check_heldout(heldout) -> None:
+    """Raise before any model work when ``heldout`` lacks the columns evaluation reads."""
+    missing = [c for c in ("prompt", "answer") if c not in heldout.column_names]
+    if missing:
+        raise ValueError(f"heldout has no {missing[0]!r} column (columns: {heldout.column_names}); build it with "
+                         "grpo_lite.prepare_dataset(rows, question=..., answer=...)")
+
+
+class HeldoutEvaluation(TrainerCallback):
+    """Evaluates ``dataset`` (its first ``n`` rows) with ``rewards`` when training begins and ends."""
+
+    def __init__(self, tokenizer, dataset, rewards: Any, output_dir: str | Path, *, n: int | None = 200,
+                 num_samples: int = 1, max_new_tokens: int = 128):
+        check_heldout(dataset)
+        self.tokenizer = tokenizer
+        self.dataset = dataset
+        self.rewards = rewards
+        self.path = Path(output_dir) / EVAL_FILE
+        self.options = dict(n=n, num_samples=num_samples, max_new_tokens=max_new_tokens)
+        self.before = None
+        self.comparison: Comparison | None = None
+
+    def _evaluate(self, model):
+        return evaluate(model, self.tokenizer, self.dataset, self.rewards, **self.options)
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        self.before = self._evaluate(model)
+        logger.info(f"held-out before training ({self.before.n} rows): accuracy {self.before.accuracy:.1%}, "
+                    f"format rate {self.before.format_rate:.1%}")
+
+    def on_train_end(self, args, state, control, model=None, **kwargs):
+        self.comparison = compare(self.before, self._evaluate(model))
+        logger.info(f"held-out before and after training:\n{self.comparison}")
+        if state.is_world_process_zero:
+            write_json(self.path, {"before": self.comparison.base.as_dict(), "after": self.comparison.trained.as_dict()})
