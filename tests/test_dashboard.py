@@ -128,3 +128,13 @@ def test_first_ctrl_c_stops_gracefully(tiny_model, questions, tmp_path):
                    **{**QUICK, "save_steps": 100})
     assert result.trainer.state.global_step == 2 and (tmp_path / "checkpoint-2").is_dir()
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_the_dashboard_is_the_runs_only_voice(tiny_model, questions, tmp_path, capfd):
+    model, tokenizer = tiny_model
+    result = train(model, tokenizer, questions, [length_reward], output_dir=tmp_path, max_steps=2, dashboard="log", **QUICK)
+    out, err = capfd.readouterr()
+    assert "grpo-lite: step 2/2 reward=" in err
+    assert "'loss'" not in out + err, "the Trainer's per-step dict print is not printed next to the dashboard's"
+    names = {type(callback).__name__ for callback in result.trainer.callback_handler.callbacks}
+    assert not names & {"ProgressCallback", "PrinterCallback", "NotebookProgressCallback"}
