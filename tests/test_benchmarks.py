@@ -41,6 +41,19 @@ def test_overhead_benchmark_ends_with_the_ratio_line():
     assert proc.returncode == 0, proc.stderr[-3000:]
     last = proc.stdout.strip().splitlines()[-1]
     assert last.startswith("overhead_ratio=") and float(last.split("=")[1]) > 0
+    assert "95% interval" in proc.stdout and "it learns" in proc.stdout
+
+
+def test_overhead_interval_and_verdict():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from overhead import bootstrap_interval, ratio, verdict
+
+    baseline = [[1.0, 1.1, 0.9, 1.0]] * 3
+    slower = [[1.2, 1.3, 1.1, 1.2]] * 3
+    assert ratio(slower, baseline) == 1.2
+    low, high = bootstrap_interval(slower, baseline)
+    assert 1.03 < low <= 1.2 <= high and verdict(low, high).startswith("over the aim")
+    assert verdict(0.97, 1.02).startswith("within") and verdict(0.99, 1.05).startswith("inconclusive")
 
 
 def test_run_all_names_only_scripts_that_exist():
