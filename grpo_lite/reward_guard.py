@@ -95,7 +95,8 @@ class RewardFailureStop(TrainerCallback):
         for reward in self.rewards:
             if self.failed is None and reward.consecutive_failures >= self.patience:
                 self.failed = reward
-                self.switch.request(f"reward function {reward.__name__!r} failed {self.patience} calls in a row")
+                self.switch.request(f"reward function {reward.__name__!r} failed {self.patience} calls in a row",
+                                    error=self.error(state.global_step, args.output_dir))
         return control
 
     def error(self, step: int, output_dir) -> RewardFailure:

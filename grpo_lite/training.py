@@ -9,6 +9,7 @@ checkpoint when resuming); save. What each callback does, and the files it write
     MetricsLog          grpo_lite.monitor.metrics    each step -> metrics.jsonl
     SampleLog           grpo_lite.monitor.samples    each completion, scored -> samples.jsonl
     RewardFailureStop   grpo_lite.reward_guard       stop when a reward keeps failing
+    NaNStop             grpo_lite.nan_guard          stop, without saving, at a NaN loss or gradient
     InterruptStops      grpo_lite.stopping           Ctrl-C stops after the step
     LiveDashboard       grpo_lite.monitor.dashboard  charts, samples, health warnings, Stop button
     StopSwitch          grpo_lite.stopping           the one way a run ends early, with a checkpoint
@@ -29,6 +30,7 @@ from .log import is_main_process, logger
 from .monitor.invariants import InvariantChecks
 from .monitor.metrics import MetricsLog, read_metrics
 from .monitor.samples import SampleLog
+from .nan_guard import NaNStop
 from .resume import resume_checkpoint
 from .reward_guard import GuardedReward, RewardFailureStop, guard
 from .run_files import RUN_FILE
@@ -153,13 +155,13 @@ def train(
         save_run_yaml(output_dir / RUN_FILE, config, **run, preset=preset, overrides=overrides)
 
     switch = StopSwitch()
-    reward_stop = RewardFailureStop(guarded, switch)
     watchers = [
         *evaluation,
         InvariantChecks(),  # before MetricsLog, which records the invariants it adds to the logs
         MetricsLog(output_dir),
         SampleLog(output_dir),
-        reward_stop,
+        RewardFailureStop(guarded, switch),
+        NaNStop(switch),
         InterruptStops(switch),
         *_dashboard(dashboard, output_dir),
         *callbacks,
@@ -168,11 +170,12 @@ def train(
     trainer = _grpo_trainer(model, tokenizer, dataset, guarded, config, watchers)
     trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
 
-    trainer.save_model(str(output_dir))  # the Trainer writes from the main process only
-    if trainer.is_world_process_zero():
-        tokenizer.save_pretrained(str(output_dir))
-        logger.info(f"saved the adapter and tokenizer to {output_dir}")
-    if reward_stop.failed is not None:
-        raise reward_stop.error(trainer.state.global_step, output_dir)
+    if switch.save:  # after a NaN the last good checkpoint is the result: nothing is saved over it
+        trainer.save_model(str(output_dir))  # the Trainer writes from the main process only
+        if trainer.is_world_process_zero():
+            tokenizer.save_pretrained(str(output_dir))
+            logger.info(f"saved the adapter and tokenizer to {output_dir}")
+    if switch.error is not None:
+        raise switch.error
     return TrainResult(trainer=trainer, output_dir=output_dir, rewards=guarded,
                        evaluation=evaluation[0].comparison if evaluation else None)
