@@ -20,6 +20,8 @@ def _train(args) -> int:
     from .recipe import apply_settings, read_recipe, run_recipe
 
     recipe = apply_settings(read_recipe(args.config), args.set)
+    if "reward_timeout" in vars(args):
+        recipe["reward_timeout"] = args.reward_timeout
     # train() draws the live dashboard: rich in a terminal, log lines when the output is piped
     result = run_recipe(recipe, output_dir=args.output_dir, resume=args.resume)
     accelerator = result.trainer.accelerator
@@ -75,6 +77,17 @@ def _plan(args) -> int:
     return 0 if result.fits else 1
 
 
+def _seconds_or_none(value: str) -> float | None:
+    if value.lower() == "none":
+        return None
+    try:
+        if float(value) > 0:
+            return float(value)
+    except ValueError:
+        pass
+    raise argparse.ArgumentTypeError(f"{value!r}: give a positive number of seconds, or 'none' for no limit")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="grpo-lite", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -92,6 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in the output dir")
     run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                      help="override a GRPOConfig field (max_steps=50) or load./dataset. options (load.backend=transformers)")
+    run.add_argument("--reward-timeout", type=_seconds_or_none, default=argparse.SUPPRESS, metavar="SECONDS",
+                     help="seconds one reward call may take before its batch scores None (default 600; 'none': no limit)")
     run.set_defaults(handler=_train)
 
     kit = commands.add_parser("launch-kit", help="write the recipe, accelerate configs and launch commands for more GPUs")

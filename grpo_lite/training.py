@@ -32,7 +32,7 @@ from .monitor.metrics import MetricsLog, read_metrics
 from .monitor.samples import SampleLog
 from .nan_guard import NaNStop
 from .resume import resume_checkpoint
-from .reward_guard import GuardedReward, RewardFailureStop, guard
+from .reward_guard import REWARD_TIMEOUT, GuardedReward, RewardFailureStop, guard
 from .run_files import RUN_FILE
 from .stopping import InterruptStops, StopSwitch
 
@@ -118,6 +118,7 @@ def train(
     heldout: Any = None,
     heldout_n: int | None = 200,
     heldout_samples: int = 1,
+    reward_timeout: float | None = REWARD_TIMEOUT,
     **overrides: Any,
 ) -> TrainResult:
     """GRPO-train ``model`` on ``dataset`` with ``rewards``; returns a :class:`TrainResult`.
@@ -131,7 +132,9 @@ def train(
     the current step, with a checkpoint. ``heldout`` (a ``prepare_dataset`` dataset with ``prompt`` and
     ``answer``, not trained on) is evaluated on its first ``heldout_n`` rows before and after training,
     greedily and, with ``heldout_samples=k``, with k samples per row for pass@k: the reports, side by side,
-    are printed, returned as ``result.evaluation`` and written to ``eval.json``.
+    are printed, returned as ``result.evaluation`` and written to ``eval.json``. ``reward_timeout`` is the
+    seconds one call of a reward function may take (``None``: no limit); a call past it scores ``None``,
+    like a crash, and three failures in a row stop the run (docs/faults.md).
     """
     output_dir = Path(output_dir)
     funcs, set_weights = resolve_rewards(rewards)
@@ -148,11 +151,11 @@ def train(
         evaluation = [HeldoutEvaluation(tokenizer, heldout, funcs, output_dir, n=heldout_n, num_samples=heldout_samples,
                                         max_new_tokens=config.max_completion_length)]
 
-    guarded = [guard(f) for f in funcs]
+    guarded = [guard(f, reward_timeout) for f in funcs]
     run = run_record(model, guarded)
     checkpoint = resume_checkpoint(output_dir, config, **run) if resume else None
     if is_main_process():
-        save_run_yaml(output_dir / RUN_FILE, config, **run, preset=preset, overrides=overrides)
+        save_run_yaml(output_dir / RUN_FILE, config, **run, preset=preset, overrides=overrides, reward_timeout=reward_timeout)
 
     switch = StopSwitch()
     watchers = [

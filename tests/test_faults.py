@@ -1,13 +1,17 @@
 """Faults injected into real runs of the tiny model through grpo_lite.train: each run ends with a message
 naming the fix, its last good checkpoint loads and resumes, and metrics.jsonl keeps every step once."""
 
+import asyncio
+import time
+
 import pytest
 import torch
 from safetensors.torch import load_file
 from transformers import TrainerCallback
 
-from grpo_lite import prepare_dataset, read_metrics, train
+from grpo_lite import RewardFailure, prepare_dataset, read_metrics, train
 from grpo_lite.nan_guard import NaNDetected
+from grpo_lite.reward_guard import guard
 
 RUN = dict(preset="cpu-smoke", num_generations=4, per_device_train_batch_size=4, max_completion_length=8,
            save_steps=2, dashboard=False)
@@ -79,3 +83,64 @@ def test_a_nan_loss_stops_without_saving_and_the_last_good_checkpoint_resumes(ti
 
     assert_resumes(model, tokenizer, arithmetic, tmp_path, max_steps=4)
 
+
+NAP_S = 60  # far past the 1 s limit: a nap still running when train() returns shows it did not wait for it
+
+
+def napping_reward(nap_calls, woke):
+    """A reward that, on the calls numbered in ``nap_calls``, sleeps as a hung HTTP call or input() would."""
+    calls = []
+
+    def napping_reward(completions, **kwargs):
+        calls.append(1)
+        if len(calls) in nap_calls:
+            time.sleep(NAP_S)
+            woke.append(len(calls))
+        return [0.5] * len(completions)
+
+    return napping_reward
+
+
+def async_napping_reward(nap_calls, woke):
+    """The same as an ``async`` reward whose nap blocks its event loop (a sync call inside ``async def``)."""
+    calls = []
+
+    async def napping_reward(completions, **kwargs):
+        calls.append(1)
+        if len(calls) in nap_calls:
+            time.sleep(NAP_S)
+            woke.append(len(calls))
+        await asyncio.sleep(0)
+        return [0.5] * len(completions)
+
+    return napping_reward
+
+
+@pytest.mark.parametrize("make_reward", [napping_reward, async_napping_reward], ids=["sync", "async"])
+def test_a_reward_that_hangs_scores_none_and_repeated_hangs_stop_with_a_checkpoint(make_reward, tiny_model, arithmetic,
+                                                                                   tmp_path, capsys):
+    model, tokenizer = tiny_model
+    woke = []
+    rewards = [length_reward, make_reward({2, 3, 4}, woke)]
+    with pytest.raises(RewardFailure) as stopped:
+        train(model, tokenizer, arithmetic, rewards, output_dir=tmp_path, max_steps=6, reward_timeout=1, **RUN)
+    message = str(stopped.value)
+    assert "'napping_reward' failed 3 calls in a row; training stopped at step 4" in message
+    assert "did not return within reward_timeout=1 s" in message and "raise reward_timeout" in message
+    assert "in napping_reward" in message and "time.sleep(NAP_S)" in message  # the stack where it was stuck
+    assert woke != [2, 3, 4]  # training went on without waiting for the naps to end
+    records = read_metrics(tmp_path)
+    assert [r["rewards/napping_reward/mean"] for r in records] == [0.5, None, None, None]  # hung batches scored None
+    assert (tmp_path / "checkpoint-4" / "adapter_model.safetensors").exists()
+    assert "reward function 'napping_reward' failed; this batch scores None" in capsys.readouterr().err
+
+    assert_resumes(model, tokenizer, arithmetic, tmp_path, max_steps=5, rewards=[length_reward, make_reward(set(), woke)])
+
+
+def test_an_infinite_score_is_a_reward_failure_not_a_poisoned_batch():
+    def overflowing_reward(completions, **kwargs):
+        return [1.0, float("inf")]
+
+    guarded = guard(overflowing_reward)
+    assert guarded(completions=["a", "b"]) == [None, None]
+    assert guarded.consecutive_failures == 1 and "returned inf for completion 1" in guarded.last_error
