@@ -81,9 +81,13 @@ class _Worker:
 
     def __init__(self, name: str):
         self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
+        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
         self.thread.start()
         self.task: asyncio.Task | None = None
+
+    def _run(self) -> None:
+        self.loop.run_forever()
+        self.loop.close()
 
     def submit(self, coroutine) -> concurrent.futures.Future:
         async def run():
@@ -105,9 +109,15 @@ class _Worker:
         return _user_frames(traceback.extract_stack(frame)) if frame is not None else ""
 
     def abandon(self, future: concurrent.futures.Future) -> None:
-        """Cancel the call (an awaiting coroutine stops; running code cannot) and stop the loop when it is free."""
+        """Cancel the call (an awaiting coroutine stops; running code cannot) and end the thread once it is done."""
         future.cancel()
-        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.loop.call_soon_threadsafe(self._stop_when_done)
+
+    def _stop_when_done(self) -> None:
+        if self.task is None or self.task.done():
+            self.loop.stop()
+        else:
+            self.task.add_done_callback(lambda _: self.loop.stop())
 
 
 class TimeLimit:
