@@ -17,13 +17,19 @@ def _demo(args) -> int:
 
 
 def _train(args) -> int:
+    from .disk import DiskFull
+    from .nan_guard import NaNDetected
     from .recipe import apply_settings, read_recipe, run_recipe
+    from .reward_guard import RewardFailure
 
     recipe = apply_settings(read_recipe(args.config), args.set)
     if "reward_timeout" in vars(args):
         recipe["reward_timeout"] = args.reward_timeout
-    # train() draws the live dashboard: rich in a terminal, log lines when the output is piped
-    result = run_recipe(recipe, output_dir=args.output_dir, resume=args.resume)
+    try:  # train() draws the live dashboard: rich in a terminal, log lines when the output is piped
+        result = run_recipe(recipe, output_dir=args.output_dir, resume=args.resume)
+    except (RewardFailure, NaNDetected, DiskFull) as fault:  # each says what was kept and what to change
+        print(f"grpo-lite: {fault}", file=sys.stderr)
+        return 1
     accelerator = result.trainer.accelerator
     print(
         f"grpo-lite: rank {accelerator.process_index}/{accelerator.num_processes} trained "

@@ -82,6 +82,10 @@ class InterruptStops(TrainerCallback):
             self._previous = signal.signal(signal.SIGINT, self._handle)
 
     def on_train_end(self, args, state, control, **kwargs):
+        self.close()
+
+    def close(self) -> None:
+        """Give Ctrl-C back to its handler from before training (``train`` calls this however training ends)."""
         if self._previous is not None:
             signal.signal(signal.SIGINT, self._previous)
             self._previous = None

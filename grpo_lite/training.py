@@ -13,6 +13,9 @@ checkpoint when resuming); save. What each callback does, and the files it write
     InterruptStops      grpo_lite.stopping           Ctrl-C stops after the step
     LiveDashboard       grpo_lite.monitor.dashboard  charts, samples, health warnings, Stop button
     StopSwitch          grpo_lite.stopping           the one way a run ends early, with a checkpoint
+
+Out of GPU memory and a full disk end training from inside the Trainer: ``grpo_lite.faults`` saves what
+can be saved and raises an error that says what to change (docs/faults.md).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from transformers import TrainerCallback
 from rewards import resolve_rewards
 
 from .config import make_config, save_run_yaml
+from .faults import faults_reported
 from .log import is_main_process, logger
 from .monitor.invariants import InvariantChecks
 from .monitor.metrics import MetricsLog, read_metrics
@@ -171,13 +175,13 @@ def train(
         switch,  # last: it acts on stop requests made by the callbacks before it at the same step
     ]
     trainer = _grpo_trainer(model, tokenizer, dataset, guarded, config, watchers)
-    trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
-
-    if switch.save:  # after a NaN the last good checkpoint is the result: nothing is saved over it
-        trainer.save_model(str(output_dir))  # the Trainer writes from the main process only
-        if trainer.is_world_process_zero():
-            tokenizer.save_pretrained(str(output_dir))
-            logger.info(f"saved the adapter and tokenizer to {output_dir}")
+    with faults_reported(trainer):
+        trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+        if switch.save:  # after a NaN the last good checkpoint is the result: nothing is saved over it
+            trainer.save_model(str(output_dir))  # the Trainer writes from the main process only
+            if trainer.is_world_process_zero():
+                tokenizer.save_pretrained(str(output_dir))
+                logger.info(f"saved the adapter and tokenizer to {output_dir}")
     if switch.error is not None:
         raise switch.error
     return TrainResult(trainer=trainer, output_dir=output_dir, rewards=guarded,

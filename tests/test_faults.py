@@ -2,14 +2,16 @@
 naming the fix, its last good checkpoint loads and resumes, and metrics.jsonl keeps every step once."""
 
 import asyncio
+import errno
 import time
+from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import load_file
 from transformers import TrainerCallback
 
-from grpo_lite import RewardFailure, prepare_dataset, read_metrics, train
+from grpo_lite import DiskFull, RewardFailure, prepare_dataset, read_metrics, train
 from grpo_lite.nan_guard import NaNDetected
 from grpo_lite.reward_guard import guard
 
@@ -28,14 +30,18 @@ def arithmetic():
 
 
 class FaultAt(TrainerCallback):
-    """A callback that, once ``train`` attaches it, makes the trainer fail while it computes ``step``."""
+    """A callback that, once ``train`` attaches it, makes the trainer fail once, while it computes ``step``."""
 
     def __init__(self, step: int):
         self.step = step
         self.trainer = None
+        self.fired = False
 
     def now(self) -> bool:
-        return self.trainer.state.global_step == self.step - 1
+        if self.fired or self.trainer.state.global_step != self.step - 1:
+            return False
+        self.fired = True
+        return True
 
 
 class NaNLossAt(FaultAt):
@@ -144,3 +150,46 @@ def test_an_infinite_score_is_a_reward_failure_not_a_poisoned_batch():
     guarded = guard(overflowing_reward)
     assert guarded(completions=["a", "b"]) == [None, None]
     assert guarded.consecutive_failures == 1 and "returned inf for completion 1" in guarded.last_error
+
+
+def test_a_save_that_fills_the_disk_keeps_the_previous_checkpoint_and_says_what_it_needs(tiny_model, arithmetic,
+                                                                                          tmp_path, monkeypatch):
+    # The save is patched, not the disk: the optimizer file of checkpoint-4 gets 1 KB out, then ENOSPC.
+    real_save, failed = torch.save, []
+
+    def save_until_the_disk_fills(obj, f, *args, **kwargs):
+        if "checkpoint-4" in str(f) and not failed:
+            failed.append(f)
+            Path(f).write_bytes(bytes(1024))
+            raise OSError(errno.ENOSPC, "No space left on device", str(f))
+        return real_save(obj, f, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "save", save_until_the_disk_fills)
+    model, tokenizer = tiny_model
+    with pytest.raises(DiskFull) as full:  # save_total_limit=1: the Trainer would delete checkpoint-2 after a whole save
+        train(model, tokenizer, arithmetic, [length_reward], output_dir=tmp_path, max_steps=6, save_total_limit=1, **RUN)
+    message = str(full.value)
+    assert full.value.errno == errno.ENOSPC and "is full" in message and "GB free) at step 4" in message
+    assert "The partial checkpoint-4" in message and "was deleted" in message
+    assert "A checkpoint of this run takes" in message and "resume from checkpoint-2, which is whole" in message
+    assert sorted(p.name for p in tmp_path.glob("checkpoint-*")) == ["checkpoint-2"]
+    assert [r["step"] for r in read_metrics(tmp_path)] == [1, 2, 3, 4]
+
+    assert_resumes(model, tokenizer, arithmetic, tmp_path, max_steps=6)
+
+
+def test_the_command_line_takes_a_reward_timeout_and_ends_a_faulted_run_with_its_message(tmp_path, monkeypatch, capsys):
+    from grpo_lite.cli import main
+
+    (tmp_path / "sleepy.py").write_text("import time\n\ndef dozing_reward(completions, **kwargs):\n"
+                                        "    time.sleep(60)\n    return [0.0] * len(completions)\n")
+    (tmp_path / "run.yaml").write_text(
+        "model: tiny\ndataset: {builtin: arithmetic}\nrewards: [soft_xml_format_reward, 'sleepy:dozing_reward']\n"
+        "preset: cpu-smoke\noverrides: {max_steps: 5, num_generations: 4, per_device_train_batch_size: 4, "
+        "max_completion_length: 8}\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["train", "run.yaml", "--output-dir", "out", "--reward-timeout", "1"]) == 1
+    err = capsys.readouterr().err
+    assert "grpo-lite: reward function 'dozing_reward' failed 3 calls in a row; training stopped at step 3" in err
+    assert "did not return within reward_timeout=1 s" in err
+    assert [r["step"] for r in read_metrics(tmp_path / "out")] == [1, 2, 3]

@@ -160,7 +160,12 @@ class LiveDashboard(TrainerCallback):
         if not self._is_main or self.view is None:
             return
         self.draw(state)
-        self.view.close()
+        self.close()
+
+    def close(self) -> None:
+        """Close the view (a terminal's live panel, the Stop button); ``train`` calls this however training ends."""
+        if self.view is not None:
+            self.view.close()
 
     # Drawing ----------------------------------------------------------------------------------------
 
