@@ -38,6 +38,7 @@ _EXPORTS = {
     "TrainResult": ".training",
     "RewardFailure": ".reward_guard",
     "NaNDetected": ".nan_guard",
+    "OutOfMemory": ".out_of_memory",
     "DiskFull": ".disk",
     "Stage": ".stages",
     "train_stages": ".stages",
@@ -75,6 +76,7 @@ if TYPE_CHECKING:  # what editors and type checkers see; at run time each name l
     from .monitor.samples import read_samples
     from .monitor.show import show_run
     from .nan_guard import NaNDetected
+    from .out_of_memory import OutOfMemory
     from .planner import plan
     from .reward_guard import RewardFailure
     from .stages import Stage, train_stages

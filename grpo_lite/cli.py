@@ -19,6 +19,7 @@ def _demo(args) -> int:
 def _train(args) -> int:
     from .disk import DiskFull
     from .nan_guard import NaNDetected
+    from .out_of_memory import OutOfMemory
     from .recipe import apply_settings, read_recipe, run_recipe
     from .reward_guard import RewardFailure
 
@@ -27,7 +28,7 @@ def _train(args) -> int:
         recipe["reward_timeout"] = args.reward_timeout
     try:  # train() draws the live dashboard: rich in a terminal, log lines when the output is piped
         result = run_recipe(recipe, output_dir=args.output_dir, resume=args.resume)
-    except (RewardFailure, NaNDetected, DiskFull) as fault:  # each says what was kept and what to change
+    except (RewardFailure, NaNDetected, OutOfMemory, DiskFull) as fault:  # each says what was kept and what to change
         print(f"grpo-lite: {fault}", file=sys.stderr)
         return 1
     accelerator = result.trainer.accelerator

@@ -11,7 +11,8 @@ import torch
 from safetensors.torch import load_file
 from transformers import TrainerCallback
 
-from grpo_lite import DiskFull, RewardFailure, prepare_dataset, read_metrics, train
+from grpo_lite import DiskFull, OutOfMemory, RewardFailure, prepare_dataset, read_metrics, train
+from grpo_lite import out_of_memory as oom
 from grpo_lite.nan_guard import NaNDetected
 from grpo_lite.reward_guard import guard
 
@@ -176,6 +177,81 @@ def test_a_save_that_fills_the_disk_keeps_the_previous_checkpoint_and_says_what_
     assert [r["step"] for r in read_metrics(tmp_path)] == [1, 2, 3, 4]
 
     assert_resumes(model, tokenizer, arithmetic, tmp_path, max_steps=6)
+
+
+CUDA_MESSAGE = ("CUDA out of memory. Tried to allocate 2.00 MiB. GPU 0 has a total capacity of 14.74 GiB of which "
+                "1.00 MiB is free. Including non-PyTorch memory, this process has 14.73 GiB memory in use.")
+
+
+class OutOfMemoryInGeneration(FaultAt):
+    """model.generate fails as CUDA's allocator does when the KV cache does not fit (no GPU here to fill)."""
+
+    def attach(self, trainer):
+        self.trainer = trainer
+        generate = trainer.model.generate
+
+        def generate_until_out_of_memory(*args, **kwargs):
+            if self.now():
+                raise torch.cuda.OutOfMemoryError("CUDA out of memory.")
+            return generate(*args, **kwargs)
+
+        trainer.model.generate = generate_until_out_of_memory
+
+
+class OutOfMemoryInBackward(FaultAt):
+    """A LoRA weight's gradient hook fails as CUDA's allocator does in backward (no GPU here to fill)."""
+
+    def attach(self, trainer):
+        self.trainer = trainer
+        weight = next(p for n, p in trainer.model.named_parameters() if "lora_B" in n)
+
+        def out_of_memory_in_backward(grad):
+            if self.now():
+                raise torch.cuda.OutOfMemoryError(CUDA_MESSAGE)
+            return grad
+
+        weight.register_hook(out_of_memory_in_backward)
+
+
+def test_out_of_memory_in_generation_saves_the_steps_done_and_names_the_fix(tiny_model, arithmetic, tmp_path):
+    model, tokenizer = tiny_model
+    with pytest.raises(OutOfMemory) as ran_out:
+        train(model, tokenizer, arithmetic, [length_reward], output_dir=tmp_path, max_steps=5,
+              callbacks=[OutOfMemoryInGeneration(step=4)], **RUN)
+    error = ran_out.value
+    assert isinstance(error, torch.cuda.OutOfMemoryError) and isinstance(error.__cause__, torch.cuda.OutOfMemoryError)
+    assert error.phase == "generation" and error.step == 3
+    message = str(error)
+    assert "out of GPU memory in generation during step 4, after 3 steps were done" in message
+    assert "KV cache" in message and "No CUDA GPU is visible" in message  # no card on this machine
+    assert error.nearest and "Nearest config the planner estimates smaller" in message
+    assert oom.as_calls(error.nearest) in message
+    assert "The steps done are in checkpoint-3, which is whole" in message
+    assert sorted(p.name for p in tmp_path.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-3"]
+    assert [r["step"] for r in read_metrics(tmp_path)] == [1, 2, 3]
+
+    assert_resumes(model, tokenizer, arithmetic, tmp_path, max_steps=5)
+
+
+def test_out_of_memory_in_backward_compares_the_planner_with_the_card(tiny_model, arithmetic, tmp_path, monkeypatch):
+    monkeypatch.setattr(oom, "cuda_card", lambda: ("Tesla T4", 14.74))  # the device memory of a GPU this machine lacks
+    model, tokenizer = tiny_model
+    with pytest.raises(OutOfMemory) as ran_out:
+        train(model, tokenizer, arithmetic, [length_reward], output_dir=tmp_path, max_steps=4,
+              callbacks=[OutOfMemoryInBackward(step=3)], **RUN)
+    error = ran_out.value
+    message = str(error)
+    assert error.phase == "backward" and "out of GPU memory in backward during step 3" in message
+    assert f"The planner's estimate for this run: {error.plan.total_gb:.2f} GB" in message
+    assert "on Tesla T4 (14.74 GB); the run needed about 14.74 GB" in message
+    assert "The planner underestimated this run" in message  # a tiny model "needing" a whole T4
+    assert error.phase_fixes == {"gradient_checkpointing": True}  # cpu-smoke runs without it
+    assert "For backward, first try this, which keeps the batch of each optimizer step: " \
+           "train(..., gradient_checkpointing=True)" in message
+    assert set(error.nearest) <= {"num_generations", "max_completion_length", "lora_rank", "load_in_4bit"}
+    assert "checkpoint-2, which is whole" in message  # the regular save; the steps done are the same
+
+    assert_resumes(model, tokenizer, arithmetic, tmp_path, max_steps=4)
 
 
 def test_the_command_line_takes_a_reward_timeout_and_ends_a_faulted_run_with_its_message(tmp_path, monkeypatch, capsys):
