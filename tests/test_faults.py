@@ -11,9 +11,10 @@ import torch
 from safetensors.torch import load_file
 from transformers import TrainerCallback
 
-from grpo_lite import DiskFull, OutOfMemory, RewardFailure, prepare_dataset, read_metrics, train
+from grpo_lite import DiskFull, LiveDashboard, OutOfMemory, RewardFailure, prepare_dataset, read_metrics, train
 from grpo_lite import out_of_memory as oom
 from grpo_lite.nan_guard import NaNDetected
+from grpo_lite.resume import latest_checkpoint
 from grpo_lite.reward_guard import guard
 
 RUN = dict(preset="cpu-smoke", num_generations=4, per_device_train_batch_size=4, max_completion_length=8,
@@ -22,6 +23,16 @@ RUN = dict(preset="cpu-smoke", num_generations=4, per_device_train_batch_size=4,
 
 def length_reward(completions, **kwargs):
     return [len(c[0]["content"]) / 10 for c in completions]
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """The tiny model's matrices gain nothing from a second thread, and on a shared 2-core machine its
+    waiting makes each step ~15x slower (1.1 s against 17 s for 4 steps)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 @pytest.fixture
@@ -63,22 +74,34 @@ def lora_weights(path):
     return {name: tensor for name, tensor in load_file(str(path / "adapter_model.safetensors")).items() if "lora" in name}
 
 
-def assert_resumes(model, tokenizer, dataset, output_dir, max_steps, rewards=(length_reward,)):
+def assert_resumes(model, tokenizer, dataset, output_dir, max_steps, rewards=(length_reward,)) -> tuple[str, str]:
     """The last good checkpoint loads (finite weights), the run resumes from it to ``max_steps``, and every
-    step is in metrics.jsonl once."""
-    checkpoints = sorted(output_dir.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
-    assert checkpoints, "no checkpoint was kept"
-    assert all(torch.isfinite(w).all() for w in lora_weights(checkpoints[-1]).values())
+    step is in metrics.jsonl once. Returns what survived and what was lost, for the fault table."""
+    checkpoint = latest_checkpoint(output_dir)
+    assert checkpoint is not None, "no whole checkpoint was kept"
+    assert all(torch.isfinite(w).all() for w in lora_weights(checkpoint).values())
+    logged = [r["step"] for r in read_metrics(output_dir)]
+    assert logged == list(range(1, len(logged) + 1))
     result = train(model, tokenizer, dataset, list(rewards), output_dir=output_dir, resume=True, max_steps=max_steps, **RUN)
     assert result.trainer.state.global_step == max_steps
     assert [r["step"] for r in read_metrics(output_dir)] == list(range(1, max_steps + 1))
+    redone = [step for step in logged if step > int(checkpoint.name.split("-")[1])]
+    lost = (f"steps {redone[0]}-{redone[-1]} trained again" if len(redone) > 1
+            else f"step {redone[0]} trained again" if redone else "none")
+    return f"yes: {checkpoint.name} resumed to step {max_steps}; metrics.jsonl has steps 1-{max_steps} once", lost
 
 
-def test_a_nan_loss_stops_without_saving_and_the_last_good_checkpoint_resumes(tiny_model, arithmetic, tmp_path):
+def record(fault_table, fault: str, injected: str, error: BaseException, outcome: tuple[str, str]) -> None:
+    survived, lost = outcome
+    fault_table.append(f"| {fault} | {injected} | `{type(error).__name__}` | {survived} | {lost} |")
+
+
+def test_a_nan_loss_stops_without_saving_and_the_last_good_checkpoint_resumes(tiny_model, arithmetic, tmp_path, fault_table):
     model, tokenizer = tiny_model
-    fault = NaNLossAt(step=3)
+    dashboard = LiveDashboard(view="log")
     with pytest.raises(NaNDetected) as stopped:
-        train(model, tokenizer, arithmetic, [length_reward], output_dir=tmp_path, max_steps=4, callbacks=[fault], **RUN)
+        train(model, tokenizer, arithmetic, [length_reward], output_dir=tmp_path, max_steps=4, callbacks=[NaNLossAt(step=3)],
+              **{**RUN, "dashboard": dashboard})
     message = str(stopped.value)
     assert "training stopped at step 3: the gradient norm is nan" in message
     assert "lower learning_rate" in message and "checkpoint-2, is kept" in message
@@ -87,8 +110,11 @@ def test_a_nan_loss_stops_without_saving_and_the_last_good_checkpoint_resumes(ti
     assert all(torch.isfinite(p).all() for n, p in model.named_parameters() if "lora" in n)  # the update was dropped
     last = read_metrics(tmp_path)[-1]
     assert last["step"] == 3 and last["loss"] is None  # NaN is written as null: the log shows it
+    assert dashboard.frame(dashboard.trainer.state).header["stopping"].startswith("NaN at step 3")
+    assert "nan" in [w.rule for w in dashboard.health.warnings if w.step == 3]
 
-    assert_resumes(model, tokenizer, arithmetic, tmp_path, max_steps=4)
+    outcome = assert_resumes(model, tokenizer, arithmetic, tmp_path, max_steps=4)
+    record(fault_table, "NaN loss", "the loss of step 3 times NaN", stopped.value, outcome)
 
 
 NAP_S = 60  # far past the 1 s limit: a nap still running when train() returns shows it did not wait for it
@@ -125,7 +151,7 @@ def async_napping_reward(nap_calls, woke):
 
 @pytest.mark.parametrize("make_reward", [napping_reward, async_napping_reward], ids=["sync", "async"])
 def test_a_reward_that_hangs_scores_none_and_repeated_hangs_stop_with_a_checkpoint(make_reward, tiny_model, arithmetic,
-                                                                                   tmp_path, capsys):
+                                                                                   tmp_path, capsys, fault_table):
     model, tokenizer = tiny_model
     woke = []
     rewards = [length_reward, make_reward({2, 3, 4}, woke)]
@@ -141,7 +167,11 @@ def test_a_reward_that_hangs_scores_none_and_repeated_hangs_stop_with_a_checkpoi
     assert (tmp_path / "checkpoint-4" / "adapter_model.safetensors").exists()
     assert "reward function 'napping_reward' failed; this batch scores None" in capsys.readouterr().err
 
-    assert_resumes(model, tokenizer, arithmetic, tmp_path, max_steps=5, rewards=[length_reward, make_reward(set(), woke)])
+    outcome = assert_resumes(model, tokenizer, arithmetic, tmp_path, max_steps=5,
+                             rewards=[length_reward, make_reward(set(), woke)])
+    kind = "an async" if make_reward is async_napping_reward else "a"
+    record(fault_table, f"hung reward ({'async' if kind == 'an async' else 'sync'})",
+           f"{kind} reward sleeping {NAP_S} s at steps 2-4, reward_timeout=1", stopped.value, outcome)
 
 
 def test_an_infinite_score_is_a_reward_failure_not_a_poisoned_batch():
@@ -153,8 +183,8 @@ def test_an_infinite_score_is_a_reward_failure_not_a_poisoned_batch():
     assert guarded.consecutive_failures == 1 and "returned inf for completion 1" in guarded.last_error
 
 
-def test_a_save_that_fills_the_disk_keeps_the_previous_checkpoint_and_says_what_it_needs(tiny_model, arithmetic,
-                                                                                          tmp_path, monkeypatch):
+def test_a_save_that_fills_the_disk_keeps_the_previous_checkpoint_and_says_what_it_needs(tiny_model, arithmetic, tmp_path,
+                                                                                          monkeypatch, fault_table):
     # The save is patched, not the disk: the optimizer file of checkpoint-4 gets 1 KB out, then ENOSPC.
     real_save, failed = torch.save, []
 
@@ -176,7 +206,9 @@ def test_a_save_that_fills_the_disk_keeps_the_previous_checkpoint_and_says_what_
     assert sorted(p.name for p in tmp_path.glob("checkpoint-*")) == ["checkpoint-2"]
     assert [r["step"] for r in read_metrics(tmp_path)] == [1, 2, 3, 4]
 
-    assert_resumes(model, tokenizer, arithmetic, tmp_path, max_steps=6)
+    outcome = assert_resumes(model, tokenizer, arithmetic, tmp_path, max_steps=6)
+    record(fault_table, "full disk", "ENOSPC after 1 KB of checkpoint-4's optimizer file, save_total_limit=1", full.value,
+           outcome)
 
 
 CUDA_MESSAGE = ("CUDA out of memory. Tried to allocate 2.00 MiB. GPU 0 has a total capacity of 14.74 GiB of which "
@@ -213,7 +245,7 @@ class OutOfMemoryInBackward(FaultAt):
         weight.register_hook(out_of_memory_in_backward)
 
 
-def test_out_of_memory_in_generation_saves_the_steps_done_and_names_the_fix(tiny_model, arithmetic, tmp_path):
+def test_out_of_memory_in_generation_saves_the_steps_done_and_names_the_fix(tiny_model, arithmetic, tmp_path, fault_table):
     model, tokenizer = tiny_model
     with pytest.raises(OutOfMemory) as ran_out:
         train(model, tokenizer, arithmetic, [length_reward], output_dir=tmp_path, max_steps=5,
@@ -230,10 +262,13 @@ def test_out_of_memory_in_generation_saves_the_steps_done_and_names_the_fix(tiny
     assert sorted(p.name for p in tmp_path.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-3"]
     assert [r["step"] for r in read_metrics(tmp_path)] == [1, 2, 3]
 
-    assert_resumes(model, tokenizer, arithmetic, tmp_path, max_steps=5)
+    outcome = assert_resumes(model, tokenizer, arithmetic, tmp_path, max_steps=5)
+    record(fault_table, "out of GPU memory in generation", "`torch.cuda.OutOfMemoryError` from `model.generate` at step 4",
+           error, outcome)
 
 
-def test_out_of_memory_in_backward_compares_the_planner_with_the_card(tiny_model, arithmetic, tmp_path, monkeypatch):
+def test_out_of_memory_in_backward_compares_the_planner_with_the_card(tiny_model, arithmetic, tmp_path, monkeypatch,
+                                                                       fault_table):
     monkeypatch.setattr(oom, "cuda_card", lambda: ("Tesla T4", 14.74))  # the device memory of a GPU this machine lacks
     model, tokenizer = tiny_model
     with pytest.raises(OutOfMemory) as ran_out:
@@ -251,7 +286,9 @@ def test_out_of_memory_in_backward_compares_the_planner_with_the_card(tiny_model
     assert set(error.nearest) <= {"num_generations", "max_completion_length", "lora_rank", "load_in_4bit"}
     assert "checkpoint-2, which is whole" in message  # the regular save; the steps done are the same
 
-    assert_resumes(model, tokenizer, arithmetic, tmp_path, max_steps=4)
+    outcome = assert_resumes(model, tokenizer, arithmetic, tmp_path, max_steps=4)
+    record(fault_table, "out of GPU memory in backward", "`torch.cuda.OutOfMemoryError` from a LoRA gradient hook at step 3",
+           error, outcome)
 
 
 def test_the_command_line_takes_a_reward_timeout_and_ends_a_faulted_run_with_its_message(tmp_path, monkeypatch, capsys):
