@@ -24,6 +24,7 @@ BENCHMARKS = {
     "overhead": ["overhead.py"],
     "plan": ["plan_vs_measured.py"],
     "gpu": ["gpu_compare.py"],
+    "faults": ["faults_table.py"],
 }
 
 

@@ -37,6 +37,9 @@ _EXPORTS = {
     "train": ".training",
     "TrainResult": ".training",
     "RewardFailure": ".reward_guard",
+    "NaNDetected": ".nan_guard",
+    "OutOfMemory": ".out_of_memory",
+    "DiskFull": ".disk",
     "Stage": ".stages",
     "train_stages": ".stages",
     # watch
@@ -62,6 +65,7 @@ if TYPE_CHECKING:  # what editors and type checkers see; at run time each name l
     from .config import TRAINING_PRESETS, ConfigError, make_config
     from .data import REASONING_SYSTEM_PROMPT, DatasetError, load_builtin, prepare_dataset
     from .demo import run_demo
+    from .disk import DiskFull
     from .evaluation import EvalReport, compare, evaluate
     from .exporter import ExportError, export
     from .inference import generate
@@ -71,6 +75,8 @@ if TYPE_CHECKING:  # what editors and type checkers see; at run time each name l
     from .monitor.metrics import read_metrics
     from .monitor.samples import read_samples
     from .monitor.show import show_run
+    from .nan_guard import NaNDetected
+    from .out_of_memory import OutOfMemory
     from .planner import plan
     from .reward_guard import RewardFailure
     from .stages import Stage, train_stages

@@ -17,11 +17,20 @@ def _demo(args) -> int:
 
 
 def _train(args) -> int:
+    from .disk import DiskFull
+    from .nan_guard import NaNDetected
+    from .out_of_memory import OutOfMemory
     from .recipe import apply_settings, read_recipe, run_recipe
+    from .reward_guard import RewardFailure
 
     recipe = apply_settings(read_recipe(args.config), args.set)
-    # train() draws the live dashboard: rich in a terminal, log lines when the output is piped
-    result = run_recipe(recipe, output_dir=args.output_dir, resume=args.resume)
+    if "reward_timeout" in vars(args):
+        recipe["reward_timeout"] = args.reward_timeout
+    try:  # train() draws the live dashboard: rich in a terminal, log lines when the output is piped
+        result = run_recipe(recipe, output_dir=args.output_dir, resume=args.resume)
+    except (RewardFailure, NaNDetected, OutOfMemory, DiskFull) as fault:  # each says what was kept and what to change
+        print(f"grpo-lite: {fault}", file=sys.stderr)
+        return 1
     accelerator = result.trainer.accelerator
     print(
         f"grpo-lite: rank {accelerator.process_index}/{accelerator.num_processes} trained "
@@ -75,6 +84,17 @@ def _plan(args) -> int:
     return 0 if result.fits else 1
 
 
+def _seconds_or_none(value: str) -> float | None:
+    if value.lower() == "none":
+        return None
+    try:
+        if float(value) > 0:
+            return float(value)
+    except ValueError:
+        pass
+    raise argparse.ArgumentTypeError(f"{value!r}: give a positive number of seconds, or 'none' for no limit")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="grpo-lite", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -92,6 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in the output dir")
     run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                      help="override a GRPOConfig field (max_steps=50) or load./dataset. options (load.backend=transformers)")
+    run.add_argument("--reward-timeout", type=_seconds_or_none, default=argparse.SUPPRESS, metavar="SECONDS",
+                     help="seconds one reward call may take before its batch scores None (default 600; 'none': no limit)")
     run.set_defaults(handler=_train)
 
     kit = commands.add_parser("launch-kit", help="write the recipe, accelerate configs and launch commands for more GPUs")

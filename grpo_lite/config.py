@@ -3,7 +3,8 @@
 Defaults follow the seed recipe (lr 5e-6, Adam betas 0.9/0.99, weight decay 0.1, warmup 0.1, cosine,
 max_grad_norm 0.1, 8 generations, a log line every step) with one deliberate change: ``beta=0.04``.
 TRL's default ``beta=0.0`` drops the reference model, so no KL is computed or logged, and KL is one of
-the signals that tells a healthy run from a drifting one.
+the signals that tells a healthy run from a drifting one. Two Trainer defaults change for the faults of a
+long run (docs/faults.md): a NaN loss is logged as NaN, and only the two newest checkpoints are kept.
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ BASE = {
     "num_generations": 8,
     "beta": 0.04,
     "logging_steps": 1,
+    "logging_nan_inf_filter": False,  # the Trainer's default logs a NaN loss as the average of earlier ones
     "save_steps": 100,
+    "save_total_limit": 2,  # the newest checkpoint and the one before: a long run cannot fill a 20 GB disk
     "report_to": "none",
 }
 

@@ -96,6 +96,8 @@ def recipe_from_run(run_dir: str | Path) -> dict[str, Any]:
     overrides = dict(run.get("overrides") or {})
     if "reward_weights" in overrides:
         recipe["reward_weights"] = overrides.pop("reward_weights")
+    if run.get("reward_timeout") is not None:
+        recipe["reward_timeout"] = run["reward_timeout"]
     recipe["overrides"] = overrides
     return recipe
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .log import logger
@@ -35,6 +35,7 @@ class Backend:
     reason: str
     load_in_4bit: bool
     fast_inference: bool
+    gpu_memory_utilization: float | None = None  # vLLM's share of the GPU, with fast_inference
 
     def __str__(self) -> str:
         return f"{self.name} ({self.reason})"
@@ -106,6 +107,8 @@ def load_model(
     Extra keyword arguments go to the backend's ``from_pretrained``.
     """
     choice = choose_backend(backend, load_in_4bit=load_in_4bit, fast_inference=fast_inference)
+    if choice.fast_inference:
+        choice = replace(choice, gpu_memory_utilization=gpu_memory_utilization)
     logger.info(f"backend={choice}")
     alpha = lora_alpha if lora_alpha is not None else 2 * (lora_rank or 0)
     if choice.name == "unsloth":

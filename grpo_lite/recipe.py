@@ -8,6 +8,7 @@
     reward_weights: [1.0, 1.0]      # optional
     preset: auto
     output_dir: outputs/run
+    reward_timeout: 600             # optional: seconds one reward call may take (null: no limit)
     overrides: {max_steps: 20, num_generations: 4}
 """
 
@@ -20,7 +21,7 @@ import yaml
 
 from .config import ConfigError, resolve_options
 
-KEYS = {"model", "load", "dataset", "rewards", "reward_weights", "preset", "output_dir", "overrides"}
+KEYS = {"model", "load", "dataset", "rewards", "reward_weights", "preset", "output_dir", "reward_timeout", "overrides"}
 
 
 def read_recipe(path: str | Path) -> dict[str, Any]:
@@ -36,6 +37,10 @@ def read_recipe(path: str | Path) -> dict[str, Any]:
         if key not in recipe:
             raise ConfigError(f"{path.name}: '{key}' is required")
     resolve_options(recipe.get("preset", "auto"), **(recipe.get("overrides") or {}))
+    timeout = recipe.get("reward_timeout")
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
+        raise ConfigError(f"{path.name}: reward_timeout={timeout!r}: give the seconds one reward call may take "
+                          "(e.g. 600), or null for no limit")
     data_path = (recipe["dataset"] or {}).get("path")
     if data_path and not Path(data_path).is_absolute() and (path.parent / data_path).exists():
         recipe["dataset"] = {**recipe["dataset"], "path": str(path.parent / data_path)}  # relative to the YAML
@@ -93,5 +98,6 @@ def run_recipe(recipe: dict[str, Any], *, output_dir: str | Path | None = None, 
         reward_weights=recipe.get("reward_weights"),
         callbacks=callbacks,
         resume=resume,
+        **({"reward_timeout": recipe["reward_timeout"]} if "reward_timeout" in recipe else {}),
         **(recipe.get("overrides") or {}),
     )

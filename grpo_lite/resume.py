@@ -25,20 +25,26 @@ RESUME_FIXED_CONFIG = (
 )
 
 
+def saved_whole(checkpoint: Path) -> bool:
+    """Whether a checkpoint's save finished: the Trainer writes ``trainer_state.json`` last, so a checkpoint
+    without a readable one was cut off (by a kill or a full disk) mid-save."""
+    try:
+        json.loads((checkpoint / "trainer_state.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return True
+
+
 def latest_checkpoint(output_dir: Path) -> Path | None:
     """The newest ``checkpoint-N`` in ``output_dir`` that was saved whole, or None.
 
-    The Trainer writes ``trainer_state.json`` last, so a checkpoint without a readable one was cut off by a
-    kill mid-save; it is skipped (and left on disk), where the Trainer's own choice would crash on it.
+    A checkpoint cut off mid-save is skipped (and left on disk), where the Trainer's own choice would crash on it.
     """
     steps = sorted((int(p.name.split("-")[1]), p) for p in output_dir.glob("checkpoint-*") if p.name.split("-")[1].isdigit())
     for _, checkpoint in reversed(steps):
-        try:
-            json.loads((checkpoint / "trainer_state.json").read_text())
-        except (OSError, ValueError):
-            logger.warning(f"skipping {checkpoint}: its save was cut off")
-            continue
-        return checkpoint
+        if saved_whole(checkpoint):
+            return checkpoint
+        logger.warning(f"skipping {checkpoint}: its save was cut off")
     return None
 
 

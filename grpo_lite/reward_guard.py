@@ -1,13 +1,18 @@
-"""Reward functions that cannot kill a long run, and the stop that ends one whose reward keeps failing.
+"""Reward functions that cannot kill or hang a long run, and the stop that ends one whose reward keeps failing.
 
-A reward that raises, or returns the wrong number of scores, is reported once with its name and
-traceback, and that batch scores ``None`` (TRL skips it) instead of losing hours of training. If it keeps
-failing, :class:`RewardFailureStop` stops the run with a checkpoint and ``train`` raises
-:class:`RewardFailure` naming it.
+A reward that raises, returns the wrong number of scores or an infinite one, or runs past its time limit
+(``reward_timeout``, :data:`REWARD_TIMEOUT` by default), is reported once with its name and traceback (for
+a hang: the stack where it was stuck), and that batch scores ``None`` (TRL skips it) instead of losing
+hours of training. If it keeps failing, :class:`RewardFailureStop` stops the run with a checkpoint and
+``train`` raises :class:`RewardFailure` naming it.
+
+A call that runs past its limit cannot be stopped (see :mod:`grpo_lite.time_limit`): it is left running
+in its worker thread and training goes on without its scores.
 """
 
 from __future__ import annotations
 
+import math
 import traceback
 from typing import Any, Callable, Sequence
 
@@ -17,6 +22,9 @@ from rewards import reward_name
 
 from .log import logger
 from .stopping import StopSwitch
+from .time_limit import TimeLimit, TimedOut
+
+REWARD_TIMEOUT = 600.0  # seconds per call: far more than scoring a batch takes, short of losing a night
 
 
 class RewardFailure(RuntimeError):
@@ -24,11 +32,14 @@ class RewardFailure(RuntimeError):
 
 
 class GuardedReward:
-    """``func`` called as TRL calls it, with failures turned into ``None`` scores and counted."""
+    """``func`` called as TRL calls it, each call for at most ``timeout`` seconds (None: no limit), with
+    failures and hangs turned into ``None`` scores and counted."""
 
-    def __init__(self, func: Callable):
+    def __init__(self, func: Callable, timeout: float | None = REWARD_TIMEOUT):
         self.func = func
         self.__name__ = reward_name(func)
+        self.timeout = timeout
+        self.limit = TimeLimit(timeout, name=f"reward {self.__name__}") if timeout is not None else None
         self.calls = 0
         self.failures = 0
         self.consecutive_failures = 0
@@ -42,17 +53,32 @@ class GuardedReward:
         self.last_error = message
         return [None] * n
 
+    def _hung(self, hang: TimedOut, n: int) -> list[None]:
+        return self._failed(
+            f"it did not return within reward_timeout={hang.seconds:g} s. It was here:\n{hang.stack}"
+            "It is left running in the background (a thread cannot be stopped). Fix the function (a timeout for its "
+            "network calls, no input()), or raise reward_timeout if scoring a batch really takes this long.", n)
+
     def _checked(self, scores: Any, n: int) -> list[float | None]:
         if not isinstance(scores, (list, tuple)) or len(scores) != n:
             got = f"{len(scores)} values" if isinstance(scores, (list, tuple)) else type(scores).__name__
             return self._failed(f"it returned {got} for {n} completions; return one float (or None) per completion", n)
+        infinite = next((i for i, s in enumerate(scores) if isinstance(s, (int, float)) and math.isinf(s)), None)
+        if infinite is not None:
+            return self._failed(f"it returned {scores[infinite]} for completion {infinite}; return finite floats "
+                                "(None for a completion it cannot score)", n)
         self.consecutive_failures = 0
         return list(scores)
 
     def __call__(self, *args, completions=(), **kwargs):
         self.calls += 1
         try:
-            scores = self.func(*args, completions=completions, **kwargs)
+            if self.limit is None:
+                scores = self.func(*args, completions=completions, **kwargs)
+            else:
+                scores = self.limit.call(self.func, *args, completions=completions, **kwargs)
+        except TimedOut as hang:
+            return self._hung(hang, len(completions))
         except Exception:
             return self._failed(traceback.format_exc(), len(completions))
         return self._checked(scores, len(completions))
@@ -64,19 +90,24 @@ class AsyncGuardedReward(GuardedReward):
     async def __call__(self, *args, completions=(), **kwargs):
         self.calls += 1
         try:
-            scores = await self.func(*args, completions=completions, **kwargs)
+            if self.limit is None:
+                scores = await self.func(*args, completions=completions, **kwargs)
+            else:
+                scores = await self.limit.call_async(self.func, *args, completions=completions, **kwargs)
+        except TimedOut as hang:
+            return self._hung(hang, len(completions))
         except Exception:
             return self._failed(traceback.format_exc(), len(completions))
         return self._checked(scores, len(completions))
 
 
-def guard(func: Callable) -> GuardedReward:
-    """``func`` wrapped so that its failures score ``None``; async functions stay async."""
+def guard(func: Callable, timeout: float | None = REWARD_TIMEOUT) -> GuardedReward:
+    """``func`` wrapped so that its failures and hangs score ``None``; async functions stay async."""
     from trl.trainer.utils import is_async_callable
 
     if isinstance(func, GuardedReward):
         return func
-    return AsyncGuardedReward(func) if is_async_callable(func) else GuardedReward(func)
+    return AsyncGuardedReward(func, timeout) if is_async_callable(func) else GuardedReward(func, timeout)
 
 
 class RewardFailureStop(TrainerCallback):
@@ -95,7 +126,8 @@ class RewardFailureStop(TrainerCallback):
         for reward in self.rewards:
             if self.failed is None and reward.consecutive_failures >= self.patience:
                 self.failed = reward
-                self.switch.request(f"reward function {reward.__name__!r} failed {self.patience} calls in a row")
+                self.switch.request(f"reward function {reward.__name__!r} failed {self.patience} calls in a row",
+                                    error=self.error(state.global_step, args.output_dir))
         return control
 
     def error(self, step: int, output_dir) -> RewardFailure:

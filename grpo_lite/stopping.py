@@ -1,8 +1,10 @@
 """Ending a run early, one way: whoever asks, training stops after the current step with a checkpoint.
 
-The notebook's Stop button, Ctrl-C and a reward function that keeps failing all call
+The notebook's Stop button, Ctrl-C, a reward function that keeps failing and a NaN all call
 :meth:`StopSwitch.request`; the switch is the trainer's last callback, so a request made during a step
-(or by an earlier callback at its end) stops the run at that step's end, after the Trainer saves.
+(or by an earlier callback at its end) stops the run at that step's end, after the Trainer saves. A request
+with ``save=False`` (the weights in memory are not to be trusted) stops without saving them: the last
+checkpoint stays the run's result. A request with an ``error`` makes ``train`` raise it once training ended.
 """
 
 from __future__ import annotations
@@ -20,22 +22,33 @@ class StopSwitch(TrainerCallback):
 
     def __init__(self):
         self.reason: str | None = None
+        self.save = True
+        self.error: Exception | None = None
 
     @property
     def requested(self) -> bool:
         return self.reason is not None
 
-    def request(self, reason: str) -> None:
-        """Ask for the stop; the first reason is kept and said once."""
-        if self.reason is None:
-            self.reason = reason
-            logger.info(f"stopping after this step and saving a checkpoint ({reason})")
+    def request(self, reason: str, *, save: bool = True, error: Exception | None = None) -> None:
+        """Ask for the stop; the first reason is kept and said once, except that a request not to save
+        (which changes what the run leaves behind) takes over from one that saves."""
+        if self.reason is not None and (save or not self.save):
+            return
+        self.reason, self.save, self.error = reason, save, error
+        ending = "saving a checkpoint" if save else "keeping the last checkpoint: nothing from this step on is saved"
+        logger.info(f"stopping after this step and {ending} ({reason})")
 
-    def on_step_end(self, args, state, control, **kwargs):
+    def _act(self, control):
         if self.reason is not None:
-            control.should_save = True
+            control.should_save = self.save
             control.should_training_stop = True
         return control
+
+    def on_step_end(self, args, state, control, **kwargs):
+        return self._act(control)
+
+    def on_log(self, args, state, control, **kwargs):
+        return self._act(control)  # a request made from the step's logs, before the Trainer decides to save
 
 
 def stop_switch(trainer) -> StopSwitch:
@@ -69,6 +82,10 @@ class InterruptStops(TrainerCallback):
             self._previous = signal.signal(signal.SIGINT, self._handle)
 
     def on_train_end(self, args, state, control, **kwargs):
+        self.close()
+
+    def close(self) -> None:
+        """Give Ctrl-C back to its handler from before training (``train`` calls this however training ends)."""
         if self._previous is not None:
             signal.signal(signal.SIGINT, self._previous)
             self._previous = None

@@ -9,9 +9,13 @@ checkpoint when resuming); save. What each callback does, and the files it write
     MetricsLog          grpo_lite.monitor.metrics    each step -> metrics.jsonl
     SampleLog           grpo_lite.monitor.samples    each completion, scored -> samples.jsonl
     RewardFailureStop   grpo_lite.reward_guard       stop when a reward keeps failing
+    NaNStop             grpo_lite.nan_guard          stop, without saving, at a NaN loss or gradient
     InterruptStops      grpo_lite.stopping           Ctrl-C stops after the step
     LiveDashboard       grpo_lite.monitor.dashboard  charts, samples, health warnings, Stop button
     StopSwitch          grpo_lite.stopping           the one way a run ends early, with a checkpoint
+
+Out of GPU memory and a full disk end training from inside the Trainer: ``grpo_lite.faults`` saves what
+can be saved and raises an error that says what to change (docs/faults.md).
 """
 
 from __future__ import annotations
@@ -25,12 +29,14 @@ from transformers import TrainerCallback
 from rewards import resolve_rewards
 
 from .config import make_config, save_run_yaml
+from .faults import faults_reported
 from .log import is_main_process, logger
 from .monitor.invariants import InvariantChecks
 from .monitor.metrics import MetricsLog, read_metrics
 from .monitor.samples import SampleLog
+from .nan_guard import NaNStop
 from .resume import resume_checkpoint
-from .reward_guard import GuardedReward, RewardFailureStop, guard
+from .reward_guard import REWARD_TIMEOUT, GuardedReward, RewardFailureStop, guard
 from .run_files import RUN_FILE
 from .stopping import InterruptStops, StopSwitch
 
@@ -116,6 +122,7 @@ def train(
     heldout: Any = None,
     heldout_n: int | None = 200,
     heldout_samples: int = 1,
+    reward_timeout: float | None = REWARD_TIMEOUT,
     **overrides: Any,
 ) -> TrainResult:
     """GRPO-train ``model`` on ``dataset`` with ``rewards``; returns a :class:`TrainResult`.
@@ -129,7 +136,9 @@ def train(
     the current step, with a checkpoint. ``heldout`` (a ``prepare_dataset`` dataset with ``prompt`` and
     ``answer``, not trained on) is evaluated on its first ``heldout_n`` rows before and after training,
     greedily and, with ``heldout_samples=k``, with k samples per row for pass@k: the reports, side by side,
-    are printed, returned as ``result.evaluation`` and written to ``eval.json``.
+    are printed, returned as ``result.evaluation`` and written to ``eval.json``. ``reward_timeout`` is the
+    seconds one call of a reward function may take (``None``: no limit); a call past it scores ``None``,
+    like a crash, and three failures in a row stop the run (docs/faults.md).
     """
     output_dir = Path(output_dir)
     funcs, set_weights = resolve_rewards(rewards)
@@ -146,33 +155,34 @@ def train(
         evaluation = [HeldoutEvaluation(tokenizer, heldout, funcs, output_dir, n=heldout_n, num_samples=heldout_samples,
                                         max_new_tokens=config.max_completion_length)]
 
-    guarded = [guard(f) for f in funcs]
+    guarded = [guard(f, reward_timeout) for f in funcs]
     run = run_record(model, guarded)
     checkpoint = resume_checkpoint(output_dir, config, **run) if resume else None
     if is_main_process():
-        save_run_yaml(output_dir / RUN_FILE, config, **run, preset=preset, overrides=overrides)
+        save_run_yaml(output_dir / RUN_FILE, config, **run, preset=preset, overrides=overrides, reward_timeout=reward_timeout)
 
     switch = StopSwitch()
-    reward_stop = RewardFailureStop(guarded, switch)
     watchers = [
         *evaluation,
         InvariantChecks(),  # before MetricsLog, which records the invariants it adds to the logs
         MetricsLog(output_dir),
         SampleLog(output_dir),
-        reward_stop,
+        RewardFailureStop(guarded, switch),
+        NaNStop(switch),
         InterruptStops(switch),
         *_dashboard(dashboard, output_dir),
         *callbacks,
         switch,  # last: it acts on stop requests made by the callbacks before it at the same step
     ]
     trainer = _grpo_trainer(model, tokenizer, dataset, guarded, config, watchers)
-    trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
-
-    trainer.save_model(str(output_dir))  # the Trainer writes from the main process only
-    if trainer.is_world_process_zero():
-        tokenizer.save_pretrained(str(output_dir))
-        logger.info(f"saved the adapter and tokenizer to {output_dir}")
-    if reward_stop.failed is not None:
-        raise reward_stop.error(trainer.state.global_step, output_dir)
+    with faults_reported(trainer):
+        trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+        if switch.save:  # after a NaN the last good checkpoint is the result: nothing is saved over it
+            trainer.save_model(str(output_dir))  # the Trainer writes from the main process only
+            if trainer.is_world_process_zero():
+                tokenizer.save_pretrained(str(output_dir))
+                logger.info(f"saved the adapter and tokenizer to {output_dir}")
+    if switch.error is not None:
+        raise switch.error
     return TrainResult(trainer=trainer, output_dir=output_dir, rewards=guarded,
                        evaluation=evaluation[0].comparison if evaluation else None)

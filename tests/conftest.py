@@ -22,8 +22,24 @@ def tiny_model(tiny_model_dir):
     return load_model(str(tiny_model_dir), lora_rank=8)
 
 
-def pytest_terminal_summary(terminalreporter):
-    """Say which sandbox isolation the code-execution tests ran under on this machine (shown with -q too)."""
+FAULT_TABLE = pytest.StashKey[list]()
+FAULT_TABLE_HEADER = ("| fault | injected as | the run ended with | survived | data lost |", "|---|---|---|---|---|")
+
+
+@pytest.fixture
+def fault_table(pytestconfig):
+    """Rows of the table of injected faults (tests/test_faults.py), printed in the summary."""
+    return pytestconfig.stash.setdefault(FAULT_TABLE, [])
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    """Say which sandbox isolation the code-execution tests ran under on this machine, and print the table of
+    injected faults when their tests ran (shown with -q too; benchmarks/faults_table.py publishes it)."""
     from rewards.sandbox import isolation
 
     terminalreporter.write_line(f"sandbox isolation: {isolation()}")
+    rows = config.stash.get(FAULT_TABLE, [])
+    if rows:
+        terminalreporter.write_line("injected faults (tests/test_faults.py):")
+        for line in (*FAULT_TABLE_HEADER, *rows):
+            terminalreporter.write_line(line)

@@ -4,6 +4,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -72,3 +74,12 @@ def test_sandbox_benchmark_reports_the_isolation_ratio():
     proc = subprocess.run([sys.executable, "benchmarks/sandbox_bench.py", "--n", "8"], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "| trivial program, sandboxed |" in proc.stdout and "Sandboxed / plain throughput ratio: **" in proc.stdout
+
+
+@pytest.mark.slow
+def test_fault_table_publishes_the_rows_its_tests_print():
+    proc = subprocess.run([sys.executable, "benchmarks/faults_table.py", "-k", "nan_loss"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| NaN loss |")]
+    assert len(rows) == 1 and "| `NaNDetected` | yes: checkpoint-2 resumed to step 4" in rows[0], proc.stdout

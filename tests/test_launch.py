@@ -75,14 +75,15 @@ def test_write_launch_kit_from_a_notebook_run_ships_the_prepared_dataset(tmp_pat
 
     run_dir = tmp_path / "run"
     save_run_yaml(run_dir / "run.yaml", make_config("cpu-smoke", output_dir=run_dir), model="Qwen/Qwen2.5-0.5B-Instruct",
-                  backend="unsloth", rewards=["exact_match_reward"], preset="auto", overrides={"max_steps": 9, "reward_weights": [2.0]})
+                  backend="unsloth", rewards=["exact_match_reward"], preset="auto", overrides={"max_steps": 9, "reward_weights": [2.0]},
+                  reward_timeout=120.0)
     with pytest.raises(ValueError, match="pass dataset="):
         write_launch_kit(run_dir, tmp_path / "kit")
     dataset = prepare_dataset([{"question": "1+1?", "answer": "2"}])
     kit = write_launch_kit(run_dir, tmp_path / "kit", dataset=dataset)
     recipe = read_recipe(kit / "recipe.yaml")
     assert recipe["load"] == {"backend": "unsloth"} and recipe["reward_weights"] == [2.0]
-    assert recipe["overrides"] == {"max_steps": 9}
+    assert recipe["overrides"] == {"max_steps": 9} and recipe["reward_timeout"] == 120.0
     assert recipe["dataset"]["prepared"] and Path(recipe["dataset"]["path"]) == kit / "dataset.jsonl"
 
 
@@ -98,3 +99,19 @@ def test_settings_route_to_sections_and_are_validated():
         apply_settings(recipe, ["max_steps"])
     with pytest.raises(ConfigError, match="did you mean max_steps"):
         apply_settings(recipe, ["max_step=5"])
+
+
+def test_reward_timeout_in_the_recipe_and_on_the_command_line(tmp_path):
+    from grpo_lite import ConfigError
+
+    recipe = tmp_path / "run.yaml"
+    recipe.write_text("model: tiny\ndataset: {builtin: arithmetic}\nrewards: [r]\npreset: cpu-smoke\nreward_timeout: 30\n")
+    assert read_recipe(recipe)["reward_timeout"] == 30
+    recipe.write_text("model: tiny\ndataset: {builtin: arithmetic}\nrewards: [r]\npreset: cpu-smoke\nreward_timeout: -1\n")
+    with pytest.raises(ConfigError, match="reward_timeout=-1: give the seconds one reward call may take"):
+        read_recipe(recipe)
+    assert build_parser().parse_args(["train", "r.yaml", "--reward-timeout", "90"]).reward_timeout == 90.0
+    assert build_parser().parse_args(["train", "r.yaml", "--reward-timeout", "none"]).reward_timeout is None
+    assert "reward_timeout" not in vars(build_parser().parse_args(["train", "r.yaml"]))  # the recipe's value stays
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["train", "r.yaml", "--reward-timeout", "0"])

@@ -160,7 +160,12 @@ class LiveDashboard(TrainerCallback):
         if not self._is_main or self.view is None:
             return
         self.draw(state)
-        self.view.close()
+        self.close()
+
+    def close(self) -> None:
+        """Close the view (a terminal's live panel, the Stop button); ``train`` calls this however training ends."""
+        if self.view is not None:
+            self.view.close()
 
     # Drawing ----------------------------------------------------------------------------------------
 
@@ -173,6 +178,8 @@ class LiveDashboard(TrainerCallback):
             return dict(self.header)
         elapsed = time.perf_counter() - self._train_start
         header = {**self.header, "step": f"{state.global_step}/{state.max_steps}", "elapsed": duration(elapsed)}
+        if self.stop is not None and self.stop.requested:
+            header["stopping"] = self.stop.reason
         done = state.global_step - self._start_step
         if done > 0:
             header["left"] = duration(elapsed / done * max(state.max_steps - state.global_step, 0))
