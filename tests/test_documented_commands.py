@@ -21,7 +21,7 @@ def documented_commands() -> list[str]:
     commands = []
     for doc in DOCS:
         text = doc.read_text()
-        commands += re.findall(r"`(grpo-lite [a-z][^`]*)`", text)
+        commands += re.findall(r"`(grpo-lite [a-z][\w-]* [^`]+)`", text)  # a bare `grpo-lite plan` is a mention
         commands += re.findall(r"^\s*(grpo-lite [a-z][^\n`]*)$", text, flags=re.MULTILINE)
     return sorted(set(commands))
 
