@@ -13,6 +13,7 @@ as ``rewards/<name>/mean``.
 from .code import (
     CODE_GENERATION_REWARDS,
     AsyncCodeExecutionReward,
+    CodeBlockFormat,
     CodeExecutionReward,
     code_block_format_reward,
     code_execution_reward,
@@ -34,6 +35,7 @@ from .correctness import (
 from .format import (
     IncrementalFormat,
     TagCount,
+    ThinkFormat,
     incremental_format_reward,
     json_format_reward,
     soft_xml_format_reward,
@@ -45,11 +47,13 @@ from .format import (
 from .length import (
     CosineLengthReward,
     IdealLength,
+    LenReward,
     MaxLengthPenalty,
     MinLength,
     SoftOverlongPunishment,
     cosine_length_reward,
     ideal_length_reward,
+    len_reward,
     max_length_penalty,
     min_length_reward,
     soft_overlong_punishment,

@@ -45,16 +45,31 @@ CORRECT = 2.0
 MAX_CODE_CHARS = 100_000
 
 
-_PYTHON_FENCE = re.compile(r"```[ \t]*(?:python3?|py)[ \t]*\n.*?\n[ \t]*```", re.DOTALL | re.IGNORECASE)
-
-
-def code_block_format_reward(prompts=None, completions=(), **kwargs) -> list[float]:
-    """0.5 when the completion has a closed code block fenced as ```python (or ```py).
+class CodeBlockFormat:
+    """0.5 when the completion has a closed code block fenced as ``language``, case-insensitive:
+    ``"python"`` (the default) accepts ```python, ```python3 and ```py; any other name its own fence
+    (``CodeBlockFormat("javascript")``). open-r1's code format reward also asks for ``<think>`` and
+    ``<answer>`` tags around the block; this one checks the fence only: pair it with a format reward.
 
     >>> code_block_format_reward(completions=["```python\\nprint(1)\\n```", "```bash\\nls\\n```", "```python\\nx = 1"])
     [0.5, 0.0, 0.0]
+    >>> CodeBlockFormat("javascript")(completions=[[{"role": "assistant", "content": "```js\\nf()\\n```"}],
+    ...                                             [{"role": "assistant", "content": "```javascript\\nf()\\n```"}]])
+    [0.0, 0.5]
     """
-    return [0.5 if _PYTHON_FENCE.search(completion_text(c)) else 0.0 for c in completions]
+
+    __name__ = "code_block_format_reward"
+
+    def __init__(self, language: str = "python"):
+        fences = ("python", "python3", "py") if language.lower() == "python" else (language,)
+        self.language = language
+        self.fence = re.compile(rf"```[ \t]*(?:{'|'.join(map(re.escape, fences))})[ \t]*\n.*?\n[ \t]*```", re.DOTALL | re.IGNORECASE)
+
+    def __call__(self, prompts=None, completions=(), **kwargs) -> list[float]:
+        return [0.5 if self.fence.search(completion_text(c)) else 0.0 for c in completions]
+
+
+code_block_format_reward = CodeBlockFormat()
 
 
 def _compiles(code: str | None) -> bool:
