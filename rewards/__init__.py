@@ -13,6 +13,7 @@ as ``rewards/<name>/mean``.
 from .check import Problem, RewardReport, check_rewards
 from .code import (
     AsyncCodeExecutionReward,
+    CodeBlockFormat,
     CodeExecutionReward,
     code_block_format_reward,
     code_execution_reward,
@@ -33,6 +34,7 @@ from .correctness import (
 from .format import (
     IncrementalFormat,
     TagCount,
+    ThinkFormat,
     incremental_format_reward,
     json_format_reward,
     soft_xml_format_reward,
@@ -44,11 +46,13 @@ from .format import (
 from .length import (
     CosineLengthReward,
     IdealLength,
+    LenReward,
     MaxLengthPenalty,
     MinLength,
     SoftOverlongPunishment,
     cosine_length_reward,
     ideal_length_reward,
+    len_reward,
     max_length_penalty,
     min_length_reward,
     soft_overlong_punishment,
@@ -93,6 +97,7 @@ __all__ = [
     "json_format_reward",
     "IncrementalFormat",
     "TagCount",
+    "ThinkFormat",
     # length
     "ideal_length_reward",
     "min_length_reward",
@@ -104,6 +109,8 @@ __all__ = [
     "MaxLengthPenalty",
     "CosineLengthReward",
     "SoftOverlongPunishment",
+    "len_reward",
+    "LenReward",
     # style
     "reasoning_quality_reward",
     "reasoning_steps_reward",
@@ -114,6 +121,7 @@ __all__ = [
     # code (sandboxed execution)
     "code_block_format_reward",
     "no_syntax_error_reward",
+    "CodeBlockFormat",
     "code_execution_reward",
     "code_generation_reward",
     "CodeExecutionReward",

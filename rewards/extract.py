@@ -6,6 +6,7 @@ TRL hands a reward function completions either as strings (standard datasets) or
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -66,6 +67,56 @@ def extract_xml_tag(text: str, tag: str) -> str | None:
     return text[start + len(opening) : end].strip() if start >= 0 else None
 
 
+def extract_xml_tags(text: str, tag: str) -> list[str]:
+    """Every ``<tag>...</tag>`` content in ``text``, in order (stripped). A nested opening tag stays inside
+    the content it interrupts, so the caller can see the nesting.
+
+    >>> extract_xml_tags("<answer>4</answer> then <answer> 5 </answer>", "answer")
+    ['4', '5']
+    >>> extract_xml_tags("<answer><answer>4</answer></answer>", "answer")
+    ['<answer>4']
+    """
+    opening, closing = f"<{tag}>", f"</{tag}>"
+    contents, position = [], 0
+    while (start := text.find(opening, position)) >= 0 and (end := text.find(closing, start)) >= 0:
+        contents.append(text[start + len(opening) : end].strip())
+        position = end + len(closing)
+    return contents
+
+
+REASONING_TAGS = ("think", "reasoning")
+
+
+def strip_reasoning(text: str) -> str:
+    """``text`` without its reasoning, so an answer is read only from what follows it.
+
+    ``<think>``/``<reasoning>`` blocks are removed; text before a closing tag that has no opening tag (the
+    chat template opened the block in the prompt) is dropped; an unclosed block runs to the next
+    ``<answer>`` or to the end.
+
+    >>> strip_reasoning("<think>the answer is 4</think> The answer is 5.")
+    ' The answer is 5.'
+    >>> strip_reasoning("so 4</think>5"), strip_reasoning("<reasoning>4 <answer>4</answer>"), strip_reasoning("<think>4")
+    ('5', '<answer>4</answer>', '')
+    """
+    for tag in REASONING_TAGS:
+        opening, closing = f"<{tag}>", f"</{tag}>"
+        first_close = text.find(closing)
+        if first_close >= 0 and not 0 <= text.find(opening) < first_close:
+            text = text[first_close + len(closing) :]
+        kept, position = [], 0
+        while (start := text.find(opening, position)) >= 0:
+            kept.append(text[position:start])
+            end = text.find(closing, start)
+            if end < 0:
+                answer = text.find("<answer>", start)
+                position = answer if answer >= 0 else len(text)
+                break
+            position = end + len(closing)
+        text = "".join(kept) + text[position:]
+    return text
+
+
 def extract_answer(text: str) -> str | None:
     """The ``<answer>`` content of a completion, or None.
 
@@ -101,25 +152,25 @@ def gold_text(value: Any) -> str | None:
     return extract_hash_answer(text) if "####" in text else (text.strip() or None)
 
 
-def extract_boxed(text: str) -> str | None:
-    """Content of the last ``\\boxed{...}`` (nested braces allowed), or None.
+def extract_all_boxed(text: str) -> list[str]:
+    """Every ``\\boxed{...}`` content in ``text``, in order (a box inside a box is part of the outer one).
 
-    >>> extract_boxed(r"so \\boxed{\\frac{1}{2}}.")
-    '\\\\frac{1}{2}'
+    >>> extract_all_boxed(r"\\boxed{4} or \\boxed{\\frac{1}{2}}")
+    ['4', '\\\\frac{1}{2}']
     """
     text = text[:_MAX_SCAN_CHARS]
-    start = text.rfind("\\boxed{")
-    if start < 0:
-        return None
-    depth, i = 0, start + len("\\boxed")
-    for j in range(i, len(text)):
-        if text[j] == "{":
-            depth += 1
-        elif text[j] == "}":
-            depth -= 1
+    found, position = [], 0
+    while (start := text.find("\\boxed{", position)) >= 0:
+        depth, opened = 0, start + len("\\boxed")
+        for end in range(opened, len(text)):
+            depth += {"{": 1, "}": -1}.get(text[end], 0)
             if depth == 0:
-                return text[i + 1 : j].strip()
-    return None
+                found.append(text[opened + 1 : end].strip())
+                break
+        else:  # unclosed: nothing after it can close a box either
+            break
+        position = end + 1
+    return found
 
 
 _ANSWER_IS = re.compile(r"answer\s*(?:is|:)\s*\$?\s*([^\n]+?)\s*(?:\.\s|\.?$|\n)", re.IGNORECASE | re.MULTILINE)
@@ -136,39 +187,46 @@ def extract_answer_is(text: str) -> str | None:
     return matches[-1].strip() if matches else None
 
 
-def extract_last_number(text: str) -> str | None:
-    """The last number written in ``text`` (as written), or None.
+def extract_numbers(text: str) -> list[str]:
+    """Every number written in ``text``, as written (``1e309`` is two: ``1`` and ``309``).
 
-    >>> extract_last_number("3 apples and 1,250 pears.")
-    '1,250'
+    >>> extract_numbers("3 apples and 1,250 pears.")
+    ['3', '1,250']
     """
-    matches = _NUMBER.findall(text[-_MAX_SCAN_CHARS:])
-    return matches[-1] if matches else None
+    return _NUMBER.findall(text[-_MAX_SCAN_CHARS:])
+
+
+_THOUSANDS = re.compile(r"[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
 
 
 def normalize_number(value: Any) -> float | None:
-    """A number from text such as ``"1,000"``, ``"$3.50"``, ``"42."``, ``"15%"``; None if it is not one.
+    """A finite number from text such as ``"1,000"``, ``"$3.50"``, ``"42."``, ``"15%"``; None if it is not one.
 
-    >>> normalize_number("$1,000.")
-    1000.0
-    >>> normalize_number("15%")
-    15.0
-    >>> normalize_number("forty") is None
-    True
+    Commas count only as thousands separators: ``"1,2"`` is not 12 (it reads as a list).
+
+    >>> normalize_number("$1,000."), normalize_number("1{,}000"), normalize_number("15%")
+    (1000.0, 1000.0, 15.0)
+    >>> [normalize_number(text) for text in ("forty", "1,2", "12,34", "nan", "1e309", "1_0")]
+    [None, None, None, None, None, None]
     """
     if value is None or isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
-        return float(value)
-    text = str(value).strip().replace(",", "").replace("$", "").replace("\\$", "").replace("{}", "")
-    text = text.rstrip(".").rstrip("%").strip()
-    if not text or len(text) > 64:
-        return None
-    try:
-        number = float(text)
-    except ValueError:
-        return None
-    return number if number == number and abs(number) != float("inf") else None
+        number = float(value)
+    else:
+        text = str(value).strip().replace("\\$", "").replace("$", "").replace("{,}", ",")
+        text = text.rstrip(".").rstrip("%").strip()
+        if "," in text:
+            if not _THOUSANDS.fullmatch(text):
+                return None
+            text = text.replace(",", "")
+        if not text or len(text) > 64 or "_" in text:
+            return None
+        try:
+            number = float(text)
+        except ValueError:
+            return None
+    return number if math.isfinite(number) else None
 
 
 _CODE_BLOCK = re.compile(r"```[ \t]*([\w+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)

@@ -126,23 +126,37 @@ def xml_count_reward(prompts=None, completions=(), **kwargs) -> list[float]:
 _THINK = re.compile(r"<think>(?:(?!<think>).)*?</think>\s*\S", re.DOTALL)
 
 
-def think_format_reward(prompts=None, completions=(), **kwargs) -> list[float]:
+class ThinkFormat:
     """0.5 when the completion opens with one ``<think>...</think>`` block followed by an answer.
 
-    Chat templates that pre-fill ``<think>`` in the prompt leave it out of the completion; a completion
-    that starts inside the block (no opening tag, one closing tag) counts as opened.
+    Chat templates that pre-fill ``<think>`` in the prompt leave it out of the completion, so by default a
+    completion that starts inside the block (no opening tag, one closing tag) counts as opened.
+    ``require_open_tag=True`` asks for the opening tag, as TRL's think_format_reward does.
 
     >>> think_format_reward(completions=["<think>\\nhmm\\n</think>\\n4", "hmm</think> 4", "4", "<think>x</think>"])
     [0.5, 0.5, 0.0, 0.0]
+    >>> ThinkFormat(require_open_tag=True)(completions=[[{"role": "assistant", "content": "<think>hmm</think> 4"}],
+    ...                                                 [{"role": "assistant", "content": "hmm</think> 4"}]])
+    [0.5, 0.0]
     """
-    scores = []
-    for completion in completions:
-        text = completion_text(completion).lstrip()
-        if not text.startswith("<think>") and text.count("</think>") == 1:
+
+    __name__ = "think_format_reward"
+
+    def __init__(self, require_open_tag: bool = False):
+        self.require_open_tag = require_open_tag
+
+    def score(self, text: str) -> float:
+        text = text.lstrip()
+        if not self.require_open_tag and not text.startswith("<think>") and text.count("</think>") == 1:
             text = "<think>" + text
         single = text.count("<think>") == 1 and text.count("</think>") == 1
-        scores.append(FORMAT if single and text.startswith("<think>") and _THINK.match(text) else 0.0)
-    return scores
+        return FORMAT if single and text.startswith("<think>") and _THINK.match(text) else 0.0
+
+    def __call__(self, prompts=None, completions=(), **kwargs) -> list[float]:
+        return [self.score(completion_text(c)) for c in completions]
+
+
+think_format_reward = ThinkFormat()
 
 
 class TagCount:

@@ -1,11 +1,12 @@
 """Length rewards: steer how long completions are.
 
-The recipe's three length rewards count words (``str.split``), as documented. The two from the
+The recipe's three length rewards count words (``str.split``), as documented. The three from the
 literature count tokens: TRL passes each completion's token ids as ``completion_ids``.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Callable, Sequence
 
@@ -142,6 +143,68 @@ class CosineLengthReward:
 
 
 cosine_length_reward = CosineLengthReward()
+
+
+def prompt_groups(prompts: Sequence | None, n: int) -> list[list[int]]:
+    """The indices of ``n`` completions grouped by equal prompt; one group when there are no prompts.
+
+    >>> prompt_groups(["p", "p", "q", "q"], 4), prompt_groups(None, 3)
+    ([[0, 1], [2, 3]], [[0, 1, 2]])
+    """
+    if prompts is None:
+        return [list(range(n))]
+    if len(prompts) != n:
+        raise ValueError(f"prompts has {len(prompts)} entries for {n} completions")
+    groups: dict[str, list[int]] = {}
+    for i, prompt in enumerate(prompts):
+        groups.setdefault(json.dumps(prompt, sort_keys=True, default=str), []).append(i)
+    return list(groups.values())
+
+
+class LenReward:
+    """Kimi k1.5's length reward (open-r1's ``len_reward``): length relative to the group, short favoured.
+
+    Within a group whose completions run from ``min_len`` to ``max_len`` tokens,
+    ``lam = 0.5 - (len - min_len) / (max_len - min_len)``: a correct completion earns ``lam`` (0.5 for the
+    shortest down to -0.5 for the longest), a wrong one ``min(0, lam)``, so being short never pays a wrong
+    answer. A group whose completions are all one length earns 0.0.
+
+    A group is the completions of one prompt in the call: GRPOTrainer passes a prompt's
+    ``num_generations`` completions together (open-r1 ranks the whole batch, which is what happens here
+    when no prompts are passed). On several GPUs a group can be split across processes, and each process
+    ranks its part. Lengths are tokens (TRL's ``completion_ids``), as in Kimi k1.5; open-r1 counts
+    characters. ``is_correct`` defaults to exact_match_reward; where it has no gold (``None``) the
+    completion gets ``None`` and is left out of its group, where open-r1 counts it as correct.
+
+    >>> len_reward(prompts=["p"] * 3 + ["q"], completions=["<answer>4</answer>"] * 2 + ["<answer>5</answer>"] * 2,
+    ...            answer=["4"] * 4, completion_ids=[[0] * 10, [0] * 30, [0] * 20, [0] * 50])
+    [0.5, -0.5, 0.0, 0.0]
+    >>> len_reward(completions=[[{"role": "assistant", "content": "<answer>4</answer>"}]] * 2, answer=["4", None],
+    ...            completion_ids=[[0] * 10, [0] * 30])
+    [0.0, None]
+    """
+
+    __name__ = "len_reward"
+
+    def __init__(self, is_correct: Callable | None = None):
+        from .correctness import exact_match_reward
+
+        self.is_correct = is_correct or exact_match_reward
+
+    def __call__(self, prompts=None, completions=(), completion_ids=None, **kwargs) -> list[float | None]:
+        lengths = _token_lengths(completions, completion_ids)
+        correctness = self.is_correct(prompts=prompts, completions=completions, **kwargs)
+        scores: list[float | None] = [None] * len(completions)
+        for group in prompt_groups(prompts, len(completions)):
+            scored = [i for i in group if correctness[i] is not None]
+            shortest, longest = min((lengths[i] for i in scored), default=0), max((lengths[i] for i in scored), default=0)
+            for i in scored:
+                lam = 0.5 - (lengths[i] - shortest) / (longest - shortest) if longest > shortest else 0.0
+                scores[i] = round(lam if correctness[i] > 0 else min(0.0, lam), 6) + 0.0
+        return scores
+
+
+len_reward = LenReward()
 
 
 class SoftOverlongPunishment:

@@ -48,9 +48,9 @@ def citation_reward(prompts=None, completions=(), **kwargs) -> list[float]:
     return [0.2 if _CITATION.search(completion_text(c).lower()) else 0.0 for c in completions]
 
 
-def _ngrams(text: str, n: int) -> list[tuple[str, ...]]:
-    words = _words(text)
-    return list(zip(*(words[i:] for i in range(n))))
+def _ngrams(text: str, n: int, unit: str = "words") -> list[tuple[str, ...]]:
+    units = _words(text) if unit == "words" else [c for c in text.lower() if not c.isspace()]
+    return list(zip(*(units[i:] for i in range(n))))
 
 
 def no_repetition_penalty(prompts=None, completions=(), **kwargs) -> list[float]:
@@ -71,24 +71,33 @@ def no_repetition_penalty(prompts=None, completions=(), **kwargs) -> list[float]
 class NgramRepetitionPenalty:
     """A penalty growing with the share of repeated n-grams: ``max_penalty * (1 - unique / total)``.
 
-    The graded form (open-r1's repetition penalty) of :func:`no_repetition_penalty`'s on/off rule.
+    The graded form (open-r1's repetition penalty) of :func:`no_repetition_penalty`'s on/off rule. n-grams
+    are of lower-cased words by default; ``unit="characters"`` counts n-grams of characters (spaces
+    skipped), for languages written without spaces between words, where open-r1 segments words with jieba
+    (``language="zh"``).
 
     >>> ngram_repetition_penalty(completions=["a b c a b c a b c", "all words here differ"])
     [-0.285714, 0.0]
+    >>> NgramRepetitionPenalty(ngram_size=2, max_penalty=-1.0, unit="characters")(
+    ...     completions=[[{"role": "assistant", "content": "哈哈哈哈哈"}], [{"role": "assistant", "content": "我们今天去"}]])
+    [-0.75, 0.0]
     """
 
     __name__ = "ngram_repetition_penalty"
 
-    def __init__(self, ngram_size: int = 3, max_penalty: float = -0.5):
+    def __init__(self, ngram_size: int = 3, max_penalty: float = -0.5, unit: str = "words"):
         if max_penalty > 0:
             raise ValueError(f"max_penalty must be <= 0, got {max_penalty}")
+        if unit not in ("words", "characters"):
+            raise ValueError(f"unit={unit!r}: use 'words', or 'characters' for languages written without spaces")
         self.ngram_size = ngram_size
         self.max_penalty = max_penalty
+        self.unit = unit
 
     def __call__(self, prompts=None, completions=(), **kwargs) -> list[float]:
         scores = []
         for completion in completions:
-            grams = _ngrams(completion_text(completion), self.ngram_size)
+            grams = _ngrams(completion_text(completion), self.ngram_size, self.unit)
             share_repeated = 1 - len(set(grams)) / len(grams) if grams else 0.0
             scores.append(round(self.max_penalty * share_repeated, 6) + 0.0)
         return scores
