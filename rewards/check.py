@@ -12,6 +12,7 @@ every completion ties, which teach the model nothing.
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import traceback
@@ -202,6 +203,8 @@ def check_rewards(
 
     groups = _groups(readable)
     golds = gold_answers([r.get("answer") for r in readable], len(readable))
+    failed = {p.function for p in problems if p.kind in ERRORS}
+    problems += _unreadable_golds([(f, n) for f, n in zip(funcs, names) if n not in failed], scores, golds)
     w = weights or [1.0] * len(funcs)
     rows = []
     for i, row in enumerate(readable):
@@ -219,6 +222,33 @@ def check_rewards(
     problems += _advantages(rows, names, weights, scale_rewards, multi_objective_aggregation)
     settings = {"reward_weights": weights, "scale_rewards": scale_rewards, "multi_objective_aggregation": multi_objective_aggregation}
     return RewardReport(functions=names, rows=rows, problems=problems, settings=settings)
+
+
+def _reads_gold(func: Callable) -> bool:
+    """Whether a reward takes the ``answer`` column by name, as the correctness rewards do."""
+    target = func if inspect.isfunction(func) or inspect.ismethod(func) else getattr(func, "__call__", func)
+    try:
+        return "answer" in inspect.signature(target).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _unreadable_golds(named_funcs, scores, golds) -> list[Problem]:
+    """Rows that have a gold answer which a correctness reward declined (``None``): it cannot read that gold,
+    so those rows teach nothing through it."""
+    problems = []
+    for func, name in named_funcs:
+        if not _reads_gold(func):
+            continue
+        for i, (score, gold) in enumerate(zip(scores[name], golds)):
+            if score is None and gold is not None:
+                problems.append(Problem(
+                    "unreadable_gold",
+                    f"cannot read the gold answer {gold!r:.60} (it scores None); see the golds it accepts in "
+                    "docs/rewards.md, or use a reward for that kind of answer (exact_match_reward for text)",
+                    name, i,
+                ))
+    return problems
 
 
 def _advantages(rows, names, weights, scale_rewards, aggregation) -> list[Problem]:

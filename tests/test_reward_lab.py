@@ -140,3 +140,16 @@ def test_score_cli_fails_on_broken_rewards_and_bad_files(tmp_path):
     (tmp_path / "crash.py").write_text("def crash(completions, **kwargs):\n    raise KeyError('gold')\n")
     done = _score(["--rewards", "crash:crash", "--data", "rows.jsonl"], tmp_path)
     assert done.returncode == 1 and "KeyError" in done.stdout
+
+
+def test_rows_whose_gold_a_correctness_reward_cannot_read_are_named():
+    from rewards import math_equivalence_reward
+
+    rows = [{"prompt": "Capital of France?", "completion": "<answer>Paris</answer>", "answer": "Paris"},
+            {"prompt": "Capital of France?", "completion": "<answer>Rome</answer>", "answer": "Paris"},
+            {"prompt": "Half of 1?", "completion": "<answer>0.5</answer>", "answer": "\\frac{1}{2}"}]
+    report = check_rewards([math_equivalence_reward, soft_xml_format_reward], rows)
+    unreadable = [(p.function, p.row) for p in report.problems if p.kind == "unreadable_gold"]
+    assert unreadable == [("math_equivalence_reward", 0), ("math_equivalence_reward", 1)]
+    assert report.ok, "a warning about the data, not a broken reward"
+    assert "cannot read the gold answer 'Paris'" in str(report)
