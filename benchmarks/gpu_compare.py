@@ -1,10 +1,10 @@
-"""What Unsloth and 4-bit buy on a GPU: plain TRL + PEFT in bf16 against grpo-lite's backends.
+"""What Unsloth and 4-bit buy on a GPU: plain TRL + PEFT in 16-bit against grpo-lite's backends.
 
 Each variant runs in its own process (fresh CUDA memory; Unsloth patches libraries on import) on a
 random-weight model with a real architecture (no hub access is needed), num_generations 8 and a forced
 completion length, for a few steps:
 
-    trl_bf16            plain TRL GRPOTrainer + PEFT LoRA, bf16 weights: the baseline
+    trl_16bit            plain TRL GRPOTrainer + PEFT LoRA, 16-bit weights (bf16, fp16 on a T4): the baseline
     grpo_lite_bnb4      grpo_lite.load_model(backend="transformers"), bitsandbytes 4-bit
     grpo_lite_unsloth   grpo_lite.load_model(backend="unsloth"), 4-bit, Unsloth gradient checkpointing
 
@@ -35,8 +35,8 @@ SHAPES = {
     "qwen2.5-0.5b": dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2, vocab_size=151936),
     "qwen2.5-1.5b": dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12, num_key_value_heads=2, vocab_size=151936),
 }
-GPU_VARIANTS = ["trl_bf16", "grpo_lite_bnb4", "grpo_lite_unsloth"]
-DRY_RUN_VARIANTS = ["trl_bf16", "grpo_lite_cpu"]
+GPU_VARIANTS = ["trl_16bit", "grpo_lite_bnb4", "grpo_lite_unsloth"]
+DRY_RUN_VARIANTS = ["trl_16bit", "grpo_lite_cpu"]
 
 
 def build_random_model(shape: str, folder: Path) -> Path:
@@ -72,12 +72,12 @@ def run_variant(variant: str, model_dir: Path, out_dir: Path, steps: int, tokens
         generation_kwargs={"min_new_tokens": tokens}, learning_rate=1e-6, logging_steps=1, save_strategy="no",
     )
     dataset = prepare_dataset(load_builtin("arithmetic")[:64])
-    if variant == "trl_bf16":
+    if variant == "trl_16bit":
         model, tokenizer = _plain_trl(model_dir, dataset, out_dir, options, gpu)
     else:
         backend = {"grpo_lite_bnb4": "transformers", "grpo_lite_unsloth": "unsloth", "grpo_lite_cpu": "cpu"}[variant]
         model, tokenizer = load_model(str(model_dir), backend=backend, load_in_4bit=gpu, lora_rank=16)
-        preset = "a100-80gb" if gpu else "cpu-smoke"
+        preset = "auto" if gpu else "cpu-smoke"  # auto: bf16 or fp16 by the card's compute capability
         if gpu:
             options.update(optim="adamw_torch", num_generations=8, per_device_train_batch_size=8)
         train(model, tokenizer, dataset, [length_reward], preset=preset, output_dir=out_dir, **options)
@@ -95,8 +95,18 @@ def run_variant(variant: str, model_dir: Path, out_dir: Path, steps: int, tokens
     return result
 
 
+def baseline_dtype(gpu: bool):
+    """The plain-TRL baseline's weights: the card's 16-bit dtype (fp16 on a T4, which has no bf16), fp32 on CPU."""
+    import torch
+
+    from grpo_lite.device import half_dtype
+
+    return half_dtype() if gpu else torch.float32
+
+
 def _plain_trl(model_dir, dataset, out_dir, options, gpu):
-    """The recipe's standard setup: transformers model in bf16, TRL GRPOTrainer with a PEFT LoRA config."""
+    """The recipe's standard setup: transformers model in 16-bit (bf16 where the card has it), TRL GRPOTrainer with
+    a PEFT LoRA config."""
     import torch
     from peft import LoraConfig
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -105,14 +115,14 @@ def _plain_trl(model_dir, dataset, out_dir, options, gpu):
     from grpo_lite.trl_compat import enable_cpu_logprobs
 
     enable_cpu_logprobs()
-    dtype = torch.bfloat16 if gpu else torch.float32
+    dtype = baseline_dtype(gpu)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype, device_map={"": 0} if gpu else None)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     lora = LoraConfig(r=16, lora_alpha=32, task_type="CAUSAL_LM",
                       target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
     from grpo_lite.monitor.metrics import MetricsLog
 
-    config = GRPOConfig(output_dir=str(out_dir), bf16=gpu, use_cpu=not gpu, beta=0.04, report_to="none",
+    config = GRPOConfig(output_dir=str(out_dir), bf16=dtype == torch.bfloat16, fp16=dtype == torch.float16, use_cpu=not gpu, beta=0.04, report_to="none",
                         gradient_checkpointing=gpu, **options)
     trainer = GRPOTrainer(model=model, reward_funcs=[length_reward], args=config, train_dataset=dataset,
                           processing_class=tokenizer, peft_config=lora, callbacks=[MetricsLog(out_dir)])

@@ -4,8 +4,9 @@
     dataset = prepare_dataset("gsm8k.jsonl", question="question", answer="answer", tokenizer=tokenizer)
     result = train(model, tokenizer, dataset, rewards="math", max_steps=300)
 
-Names load on first use: importing grpo_lite imports neither transformers nor trl, so Unsloth (which
-must be imported before them) can still be loaded by ``load_model``.
+Unsloth patches transformers, TRL and PEFT when it is imported, so on a machine with a CUDA GPU and
+Unsloth installed, importing grpo_lite imports Unsloth first. Everything else loads on first use:
+importing grpo_lite imports neither transformers nor trl.
 """
 
 from __future__ import annotations
@@ -13,7 +14,11 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING
 
+from .device import import_unsloth_first
+
 __version__ = "0.1.0"
+
+import_unsloth_first()
 
 # Each public name and the module it lives in, in the order of a run.
 _EXPORTS = {

@@ -92,9 +92,11 @@ def auto_preset() -> str:
 
     if not torch.cuda.is_available():
         return "cpu-smoke"
+    from .device import supports_bf16
+
     props = torch.cuda.get_device_properties(0)
     memory_gb = props.total_memory / 2**30
-    if not torch.cuda.is_bf16_supported():
+    if not supports_bf16():  # a T4 (compute capability 7.5): fp16, whatever emulation torch counts
         return "t4-16gb"
     return "a100-80gb" if memory_gb >= 60 else "l4-24gb"
 
@@ -165,6 +167,22 @@ def _check(o: dict[str, Any]) -> None:
             "this preset uses bf16/fp16, which needs a GPU, and none is available: use preset='cpu-smoke' "
             "(or 'auto')"
         )
+
+
+def vllm_options(model) -> dict[str, Any]:
+    """GRPOConfig settings for a model that carries a colocated vLLM engine (Unsloth ``fast_inference``).
+
+    Unsloth's GRPOTrainer sets ``use_vllm=True`` and ``vllm_mode="colocate"`` itself when the model has
+    ``vllm_engine`` (unsloth/models/rl.py, the ``vllm_setter`` it adds to the trainer's ``__init__``); saying so
+    here puts them in run.yaml too, with vLLM's share of the GPU as load_model gave it.
+    """
+    if getattr(model, "vllm_engine", None) is None:
+        return {}
+    options: dict[str, Any] = {"use_vllm": True, "vllm_mode": "colocate"}
+    share = getattr(getattr(model, "grpo_lite_backend", None), "gpu_memory_utilization", None)
+    if share is not None:
+        options["vllm_gpu_memory_utilization"] = share
+    return options
 
 
 def make_config(preset: str = "auto", *, output_dir: str | Path = "outputs/grpo-lite", **overrides: Any):

@@ -8,6 +8,7 @@ models it loads); without them the error says what to install or which format to
 from __future__ import annotations
 
 import copy
+import tempfile
 from pathlib import Path
 
 import torch
@@ -30,6 +31,10 @@ def _needs_unsloth(model, how: str, exporter: str) -> None:
         )
 
 
+def _is_4bit(model) -> bool:
+    return bool(getattr(model, "is_loaded_in_4bit", False)) or getattr(model.config, "quantization_config", None) is not None
+
+
 def _merged(model, dtype: torch.dtype | None):
     """A plain transformers model with the LoRA weights folded in; ``model`` stays trainable.
 
@@ -39,6 +44,31 @@ def _merged(model, dtype: torch.dtype | None):
     if hasattr(merged, "merge_and_unload"):
         merged = merged.merge_and_unload()
     return merged.to(dtype) if dtype is not None else merged
+
+
+def _merged_into_16bit_base(model, dtype: torch.dtype | None):
+    """The adapter of a 4-bit model merged into its base weights reloaded in 16-bit.
+
+    Merging into the 4-bit layers would re-quantize the sum (peft/tuners/lora/bnb.py, Linear4bit.merge:
+    dequantize, add, quantize again), so the "16-bit" folder would hold a lossy 4-bit model.
+    """
+    from peft import PeftModel
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from .device import cuda_available, half_dtype
+
+    base_path = model.peft_config[model.active_adapter].base_model_name_or_path
+    if getattr(AutoConfig.from_pretrained(base_path), "quantization_config", None) is not None:
+        raise ExportError(
+            f"export(how='merged_16bit'): the base checkpoint {base_path!r} is itself quantized, so there are no 16-bit "
+            "weights to merge into; load the 16-bit base model (not a -bnb-4bit one), or load through Unsloth, whose "
+            "save_pretrained_merged fetches them"
+        )
+    dtype = dtype or (half_dtype() if cuda_available() else torch.bfloat16)
+    with tempfile.TemporaryDirectory() as adapter_dir:
+        model.save_pretrained(adapter_dir, selected_adapters=[model.active_adapter])
+        base = AutoModelForCausalLM.from_pretrained(base_path, dtype=dtype)
+        return PeftModel.from_pretrained(base, adapter_dir).merge_and_unload()
 
 
 def export(
@@ -54,7 +84,9 @@ def export(
     how:
         ``"adapter"``: the LoRA weights only (a few MB); load with ``peft.AutoPeftModelForCausalLM``.
         ``"merged_16bit"``: base + LoRA as one model in the weights' dtype (16-bit on a GPU; ``dtype=torch.bfloat16``
-        casts, e.g. from the CPU backend's fp32); load with ``AutoModelForCausalLM.from_pretrained``.
+        casts, e.g. from the CPU backend's fp32); load with ``AutoModelForCausalLM.from_pretrained``. From a
+        4-bit model, the base weights are reloaded in 16-bit (``dtype``, else the GPU's half dtype) and the
+        adapter merged into them: no quantization survives in the folder.
         ``"merged_4bit"``: the same, quantized to 4 bits (Unsloth only).
         ``"gguf"``: a GGUF file for llama.cpp / Ollama at ``quantization`` (Unsloth only).
 
@@ -84,7 +116,12 @@ def export(
             f"export(how='adapter'): this {type(model).__name__} has no LoRA adapter; load it with "
             "grpo_lite.load_model(..., lora_rank=...) or export how='merged_16bit'"
         )
-    to_save = model if how == "adapter" else _merged(model, dtype)
+    if how == "adapter":
+        to_save = model
+    elif hasattr(model, "peft_config") and _is_4bit(model):
+        to_save = _merged_into_16bit_base(model, dtype)
+    else:
+        to_save = _merged(model, dtype)
     to_save.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
     return out_dir

@@ -1,6 +1,6 @@
 """Text in, text out: batched generation from a (LoRA) model, for trying a model and for evaluation.
 
-Unsloth models with ``fast_inference=True`` carry a vLLM engine as ``model.fast_generate``; it is used when
+Unsloth models loaded with ``fast_inference`` carry a vLLM engine as ``model.vllm_engine``; it is used when
 present because it is many times faster than transformers' ``generate``. Otherwise prompts are left-padded
 (decoder-only models continue from the right edge) and generated in batches.
 """
@@ -26,6 +26,13 @@ def _prompt_texts(tokenizer, prompts_or_messages: Sequence[Any]) -> list[str]:
                 "like [{'role': 'user', 'content': '...'}]"
             )
     return texts
+
+
+def has_vllm_engine(model) -> bool:
+    """Whether generation can go through vLLM. Unsloth sets ``model.fast_generate`` on every model it loads,
+    as a guard around transformers' ``generate`` that refuses vLLM arguments when ``fast_inference=False``;
+    only a model loaded with it has ``model.vllm_engine`` (unsloth/models/llama.py, from_pretrained)."""
+    return getattr(model, "vllm_engine", None) is not None
 
 
 def _vllm_generate(model, texts, *, max_new_tokens, do_sample, temperature, top_p, num_return_sequences) -> list[str]:
@@ -100,6 +107,6 @@ def generate(
     texts = _prompt_texts(tokenizer, prompts_or_messages)
     options = dict(max_new_tokens=max_new_tokens, do_sample=do_sample, temperature=temperature, top_p=top_p,
                    num_return_sequences=num_return_sequences)
-    if hasattr(model, "fast_generate"):
+    if has_vllm_engine(model):
         return _vllm_generate(model, texts, **options)
     return _transformers_generate(model, tokenizer, texts, batch_size=batch_size, **options)

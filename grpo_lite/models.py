@@ -1,26 +1,28 @@
 """load_model(): pick the backend that can work here, load the model, attach LoRA.
 
 Backends, best first:
-- ``unsloth``: a CUDA GPU and Unsloth installed. 4-bit weights, Unsloth's gradient checkpointing, vLLM
-  generation with ``fast_inference=True``.
-- ``transformers``: a CUDA GPU. transformers + PEFT LoRA, 4-bit through bitsandbytes when installed.
-- ``cpu``: no GPU. fp32, no quantization (bitsandbytes 4-bit needs CUDA); for tiny models and tests.
+- ``unsloth``: a CUDA GPU and Unsloth installed. 4-bit weights, Unsloth's gradient checkpointing, and vLLM
+  generation (``fast_inference``) when a vLLM that TRL accepts is installed.
+- ``transformers``: transformers + PEFT LoRA, 4-bit through bitsandbytes when installed. On a CUDA GPU in
+  its 16-bit dtype; asked for on a CPU, fp32, and 4-bit through bitsandbytes' CPU kernels.
+- ``cpu``: no GPU. fp32, no quantization; for tiny models and tests.
 
-Unsloth patches transformers, TRL and PEFT when it is imported, so it must come first: this module
-imports it (only when it is chosen) before anything imports trl.
+Unsloth patches transformers, TRL and PEFT when it is imported, so it must come first: importing
+``grpo_lite`` imports it (see :func:`grpo_lite.device.import_unsloth_first`) before anything imports trl.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from dataclasses import dataclass, replace
 from typing import Any
 
+from .device import cuda_available, half_dtype, installed, vllm_usable
 from .log import logger
 
 LORA_TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 BACKENDS = ("auto", "unsloth", "transformers", "cpu")
+DEFAULT_VLLM_SHARE = 0.5  # Unsloth's default gpu_memory_utilization, for models the planner cannot read
 
 
 class BackendError(RuntimeError):
@@ -41,22 +43,28 @@ class Backend:
         return f"{self.name} ({self.reason})"
 
 
-def _installed(module: str) -> bool:
-    return importlib.util.find_spec(module) is not None
+def _fast_inference(requested: bool | str, backend: str) -> tuple[bool, str]:
+    """Whether generation goes through vLLM, and why."""
+    if requested not in (True, False, "auto"):
+        raise BackendError(f"fast_inference={requested!r}: use True, False or 'auto'")
+    if requested is False:
+        return False, "fast_inference off"
+    if backend != "unsloth":
+        if requested is True:
+            raise BackendError("fast_inference=True (vLLM generation) works through backend='unsloth' only, on a CUDA GPU")
+        return False, "fast_inference off (vLLM generation needs the Unsloth backend)"
+    usable, why = vllm_usable()
+    if requested is True and not usable:
+        raise BackendError(f"fast_inference=True needs vLLM: {why}")
+    return usable, f"fast_inference {'on' if usable else 'off'} ({why})"
 
 
-def _cuda_available() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
-
-
-def choose_backend(backend: str = "auto", *, load_in_4bit: bool = True, fast_inference: bool = False) -> Backend:
+def choose_backend(backend: str = "auto", *, load_in_4bit: bool = True, fast_inference: bool | str = "auto") -> Backend:
     """Decide the backend without loading anything; raises :class:`BackendError` for one that cannot work."""
     if backend not in BACKENDS:
         raise BackendError(f"backend={backend!r} is not one of {BACKENDS}")
-    cuda = _cuda_available()
-    has_unsloth, has_bnb, has_vllm = _installed("unsloth"), _installed("bitsandbytes"), _installed("vllm")
+    cuda = cuda_available()
+    has_unsloth, has_bnb = installed("unsloth"), installed("bitsandbytes")
 
     if backend == "unsloth":
         if not cuda:
@@ -66,24 +74,43 @@ def choose_backend(backend: str = "auto", *, load_in_4bit: bool = True, fast_inf
             )
         if not has_unsloth:
             raise BackendError("backend='unsloth' needs Unsloth: pip install 'grpo-lite[unsloth]'")
-    if backend == "transformers" and fast_inference:
-        raise BackendError("fast_inference=True (vLLM generation) works through backend='unsloth' only")
-    if fast_inference and not has_vllm and backend in ("unsloth", "auto") and cuda and has_unsloth:
-        raise BackendError("fast_inference=True needs vLLM: pip install 'grpo-lite[vllm]'")
-
     if backend == "cpu" or (backend == "auto" and not cuda):
+        _fast_inference(fast_inference, "cpu")
         why = "requested" if backend == "cpu" else "no CUDA GPU found (torch.cuda.is_available() is False)"
         return Backend("cpu", f"{why}; fp32 weights, no 4-bit quantization", False, False)
     if backend == "unsloth" or (backend == "auto" and has_unsloth):
+        vllm, vllm_why = _fast_inference(fast_inference, "unsloth")
         why = "requested" if backend == "unsloth" else "CUDA GPU and Unsloth installed"
-        return Backend("unsloth", why, load_in_4bit, fast_inference)
-    if backend == "transformers" and not cuda:
-        return Backend("transformers", "requested; no CUDA GPU, so fp32 on CPU without 4-bit", False, False)
-    quantized = load_in_4bit and has_bnb
-    why = "requested" if backend == "transformers" else "CUDA GPU, Unsloth not installed"
+        return Backend("unsloth", f"{why}; {vllm_why}", load_in_4bit, vllm)
+    _fast_inference(fast_inference, "transformers")
     if load_in_4bit and not has_bnb:
-        why += "; bitsandbytes not installed, so 16-bit weights (pip install bitsandbytes for 4-bit)"
-    return Backend("transformers", why, quantized, False)
+        where = "CUDA GPU" if cuda else "CPU"
+        return Backend("transformers", f"{where}; bitsandbytes not installed, so {'16-bit' if cuda else 'fp32'} weights "
+                       "(pip install bitsandbytes for 4-bit)", False, False)
+    if not cuda:
+        quantization = "4-bit through bitsandbytes' CPU kernels" if load_in_4bit else "no quantization"
+        return Backend("transformers", f"requested; no CUDA GPU, so fp32 compute on CPU, {quantization}", load_in_4bit, False)
+    why = "requested" if backend == "transformers" else "CUDA GPU, Unsloth not installed"
+    return Backend("transformers", why + ("; 4-bit through bitsandbytes" if load_in_4bit else ""), load_in_4bit, False)
+
+
+def vllm_share(model_name: str, memory_gb: float | None = None, *, num_generations: int | None = None,
+               max_completion_tokens: int | None = None) -> tuple[float, str]:
+    """``gpu_memory_utilization`` for a colocated vLLM engine: the share of the card (default: this GPU) that
+    training leaves free by the memory planner (vLLM's pool holds the weights too), for a run of this GPU's
+    preset unless the run's ``num_generations`` and ``max_completion_tokens`` are given."""
+    from .config import auto_preset, resolve_options
+    from .planner import PlanError, training_memory_gb
+
+    preset = resolve_options(auto_preset())
+    try:
+        training_gb, card_gb = training_memory_gb(
+            model_name, memory_gb, num_generations=num_generations or preset["num_generations"],
+            max_completion_tokens=max_completion_tokens or preset["max_completion_length"])
+    except PlanError:
+        return DEFAULT_VLLM_SHARE, f"gpu_memory_utilization {DEFAULT_VLLM_SHARE} (the planner does not know {model_name})"
+    share = max(0.1, min(0.9, int(20 * (card_gb - training_gb - 1.0) / card_gb) / 20))  # 1 GB of slack, in 5% steps
+    return share, f"gpu_memory_utilization {share} (training needs ~{training_gb:.1f} of {card_gb:.1f} GB by the planner)"
 
 
 def load_model(
@@ -91,11 +118,11 @@ def load_model(
     *,
     max_seq_length: int = 2048,
     load_in_4bit: bool = True,
-    fast_inference: bool = False,
+    fast_inference: bool | str = "auto",
     lora_rank: int | None = 16,
     lora_alpha: int | None = None,
     target_modules: str | tuple[str, ...] | list[str] = LORA_TARGET_MODULES,
-    gpu_memory_utilization: float = 0.5,
+    gpu_memory_utilization: float | str = "auto",
     backend: str = "auto",
     seed: int = 3407,
     **model_kwargs: Any,
@@ -104,11 +131,17 @@ def load_model(
 
     Returns ``(model, tokenizer)``; ``model.grpo_lite_backend`` says which backend was used and why.
     ``lora_rank=None`` trains all weights (no LoRA). ``lora_alpha`` defaults to ``2 * lora_rank``.
-    Extra keyword arguments go to the backend's ``from_pretrained``.
+    ``fast_inference="auto"`` generates through vLLM when the Unsloth backend is chosen and a vLLM that TRL
+    accepts is installed; ``gpu_memory_utilization="auto"`` then gives vLLM what training leaves free, by
+    the memory planner. Extra keyword arguments go to the backend's ``from_pretrained``.
     """
     choice = choose_backend(backend, load_in_4bit=load_in_4bit, fast_inference=fast_inference)
     if choice.fast_inference:
-        choice = replace(choice, gpu_memory_utilization=gpu_memory_utilization)
+        if gpu_memory_utilization == "auto":
+            gpu_memory_utilization, why = vllm_share(model_name)
+        else:
+            why = f"gpu_memory_utilization {gpu_memory_utilization}"
+        choice = replace(choice, reason=f"{choice.reason}, {why}", gpu_memory_utilization=gpu_memory_utilization)
     logger.info(f"backend={choice}")
     alpha = lora_alpha if lora_alpha is not None else 2 * (lora_rank or 0)
     if choice.name == "unsloth":
@@ -154,22 +187,22 @@ def _load_transformers(model_name, choice, lora_rank, alpha, target_modules, kwa
 
     tokenizer = AutoTokenizer.from_pretrained(model_name)
     options: dict[str, Any] = {}
-    if choice.name == "cpu" or not _cuda_available():
-        options["dtype"] = torch.float32
-    else:
-        options["dtype"] = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-        if os.environ.get("ACCELERATE_USE_DEEPSPEED", "false") != "true":  # DeepSpeed places weights itself
-            # each rank of a multi-GPU launch holds its own copy on its own GPU
-            options["device_map"] = {"": int(os.environ.get("LOCAL_RANK", "0"))}
-        if choice.load_in_4bit:
-            from transformers import BitsAndBytesConfig
+    gpu = choice.name != "cpu" and cuda_available()
+    options["dtype"] = half_dtype() if gpu else torch.float32
+    if gpu and os.environ.get("ACCELERATE_USE_DEEPSPEED", "false") != "true":  # DeepSpeed places weights itself
+        # each rank of a multi-GPU launch holds its own copy on its own GPU
+        options["device_map"] = {"": int(os.environ.get("LOCAL_RANK", "0"))}
+    if choice.load_in_4bit:
+        from transformers import BitsAndBytesConfig
 
-            options["quantization_config"] = BitsAndBytesConfig(
-                load_in_4bit=True,
-                bnb_4bit_quant_type="nf4",
-                bnb_4bit_use_double_quant=True,
-                bnb_4bit_compute_dtype=options["dtype"],
-            )
+        if not gpu:  # bitsandbytes' CPU library runs the nf4 layers where the weights are
+            options["device_map"] = {"": "cpu"}
+        options["quantization_config"] = BitsAndBytesConfig(
+            load_in_4bit=True,
+            bnb_4bit_quant_type="nf4",
+            bnb_4bit_use_double_quant=True,
+            bnb_4bit_compute_dtype=options["dtype"],
+        )
     options.update(kwargs)
     model = AutoModelForCausalLM.from_pretrained(model_name, **options)
     if not lora_rank:

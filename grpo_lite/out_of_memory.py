@@ -135,6 +135,7 @@ def _planner_run(trainer) -> dict[str, Any] | None:
         load_in_4bit=backend.load_in_4bit if backend is not None else bool(getattr(model, "is_loaded_in_4bit", False)),
         gpu_memory_utilization=vllm_share,
         weight_bytes=model.get_input_embeddings().weight.element_size(),
+        backend="transformers" if backend is not None and backend.name == "transformers" else "unsloth",
     )
 
 

@@ -1,11 +1,16 @@
 """Will this GRPO run fit in GPU memory? An estimate of the peak, and the nearest config that fits.
 
 The peak of one GRPO step on one GPU is the sum of:
-  weights      the base model, 16-bit, or 4-bit linear layers (embeddings and lm_head stay 16-bit)
+  weights      the base model, 16-bit, or 4-bit linear layers; embeddings, lm_head and norms stay 16-bit
+               through Unsloth, and become fp32 through transformers + bitsandbytes (PEFT's
+               prepare_model_for_kbit_training upcasts every parameter that is not quantized)
   lora         LoRA weights, their gradients and two AdamW moments, all fp32 (16 bytes per parameter)
   activations  with gradient checkpointing: each layer's input kept, plus one layer recomputed in full
   kv_cache     generation's key/value cache for num_generations sequences (or the vLLM pool when set)
-  logits       fp32 logits and log-softmax over the completion tokens (TRL's per-token log-probs)
+  logits       per-token log-probs: on a GPU, TRL 1.15 projects through the LM head in tiles of
+               4096 tokens x 32768 vocabulary entries and never holds the full logits
+               (trl/kernels/chunked_logprob.py); ``logits="full"`` counts the full fp32 logits instead,
+               as grpo_lite's CPU stand-in for that kernel (grpo_lite.trl_compat) materialises them
   overhead     CUDA context and allocator slack
 Each is a first-order estimate: ``benchmarks/plan_vs_measured.py`` checks it against measured peaks.
 """
@@ -24,10 +29,16 @@ from rich.table import Table
 from rewards.display import RichReport
 
 GB = 1024**3
-GPUS = {"T4": 15.0, "RTX3060": 12.0, "L4": 22.5, "A10G": 22.5, "RTX3090": 24.0, "RTX4090": 24.0,
-        "A100-40GB": 40.0, "A100": 80.0, "H100": 80.0}  # usable GiB as torch reports them
+# Memory per card in GiB as torch reports it (torch.cuda.get_device_properties(0).total_memory), which is
+# what Unsloth prints as "Max memory": 14.74 on a Colab T4, 22.16 on an L4. The others are the cards'
+# nominal sizes less the same ~2% the T4 and L4 lose.
+GPUS = {"T4": 14.74, "RTX3060": 11.76, "L4": 22.16, "A10G": 22.05, "RTX3090": 23.55, "RTX4090": 23.55,
+        "A100-40GB": 39.4, "A100": 79.15, "H100": 79.15}
 CUDA_OVERHEAD_GB = 0.6
 FOUR_BIT_BYTES = 0.5 * 1.07  # 4-bit weights plus blockwise quantization constants
+LOGPROB_TILE = (4096, 32768)  # TRL 1.15: TOKEN_CHUNK_SIZE (trl/kernels/chunked_logprob.py) x _CHUNKED_LOGPROB_CHUNK_SIZE
+BACKENDS = ("unsloth", "transformers")
+LOGITS = ("chunked", "full")
 
 # Shapes of common models, since there is no hub access to read their configs.
 # (hidden, layers, attention heads, key/value heads, head dim, MLP width, vocab, tied embeddings)
@@ -132,10 +143,15 @@ class RunShape:
 
 
 def estimate(shape: ModelShape, run: RunShape, *, weight_bytes: float = 2.0, gpu_memory_utilization: float | None = None,
-             memory_gb: float | None = None, overhead_gb: float = CUDA_OVERHEAD_GB) -> dict[str, float]:
+             memory_gb: float | None = None, overhead_gb: float = CUDA_OVERHEAD_GB, backend: str = "unsloth",
+             logits: str = "chunked") -> dict[str, float]:
     """Peak memory parts in GiB for one GRPO step (see the module docstring for what each part is)."""
+    if backend not in BACKENDS or logits not in LOGITS:
+        raise PlanError(f"plan: backend={backend!r}, logits={logits!r}; use backend in {BACKENDS}, logits in {LOGITS}")
     linear = shape.layers * shape.linear_params_per_layer
-    weights = linear * (FOUR_BIT_BYTES if run.load_in_4bit else weight_bytes) + shape.embedding_params * weight_bytes
+    upcast = run.load_in_4bit and backend == "transformers"  # prepare_model_for_kbit_training: the rest in fp32
+    other_bytes = 4.0 if upcast else weight_bytes
+    weights = linear * (FOUR_BIT_BYTES if run.load_in_4bit else weight_bytes) + shape.embedding_params * other_bytes
     sequences, length = run.num_generations, run.max_prompt_tokens + run.max_completion_tokens
     tokens = sequences * length
     act_bytes = weight_bytes  # activations are in the compute dtype (16-bit for 4-bit weights too)
@@ -144,13 +160,18 @@ def estimate(shape: ModelShape, run: RunShape, *, weight_bytes: float = 2.0, gpu
     kv_cache = 2 * shape.layers * shape.kv_heads * shape.head_dim * tokens * act_bytes
     if gpu_memory_utilization is not None and memory_gb is not None:
         kv_cache = max(kv_cache, gpu_memory_utilization * memory_gb * GB - weights)
-    logits = 2 * sequences * run.max_completion_tokens * shape.vocab * 4
+    scored = sequences * run.max_completion_tokens
+    if logits == "full":  # logits and their log-softmax, fp32
+        logits_bytes = 2 * scored * shape.vocab * 4
+    else:  # one projection tile at a time, plus the fp32 gradient of the hidden states it reads
+        tile = min(scored, LOGPROB_TILE[0]) * min(shape.vocab, LOGPROB_TILE[1]) * act_bytes
+        logits_bytes = tile + scored * shape.hidden * 4
     return {
         "weights": weights / GB,
         "lora": 16 * shape.lora_params(run.lora_rank) / GB,
         "activations": (kept_inputs + one_layer) / GB,
         "kv_cache": kv_cache / GB,
-        "logits": logits / GB,
+        "logits": logits_bytes / GB,
         "overhead": overhead_gb,
     }
 
@@ -225,15 +246,19 @@ def plan(
     gpu_memory_utilization: float | None = None,
     weight_bytes: float = 2.0,
     overhead_gb: float = CUDA_OVERHEAD_GB,
+    backend: str = "unsloth",
+    logits: str = "chunked",
 ) -> MemoryPlan:
     """Estimate the peak memory of a GRPO run and, when it does not fit, the nearest config that does.
 
-    >>> result = plan("Qwen2.5-3B", gpu="T4", num_generations=16, max_completion_tokens=1024)
+    >>> result = plan("Qwen2.5-3B", gpu="T4", num_generations=16, max_completion_tokens=2048)
     >>> result.fits, result.changes
-    (False, {'max_completion_tokens': (1024, 256)})
+    (False, {'num_generations': (16, 8)})
 
     gpu: a name from ``GPUS`` or memory in GB. ``gpu_memory_utilization``: the share vLLM reserves
     (Unsloth ``fast_inference``). ``weight_bytes``: 2 for 16-bit, 4 for the CPU backend's fp32.
+    ``backend``: ``"unsloth"`` or ``"transformers"`` (bitsandbytes 4-bit upcasts the unquantized weights).
+    ``logits``: ``"chunked"`` (TRL's GPU kernel) or ``"full"`` (the CPU stand-in).
     The suggestion lowers num_generations (not below 2), max_completion_tokens (not below 128), lora_rank
     (not below 4) or turns on 4-bit, making as few halvings as it can.
     """
@@ -241,7 +266,7 @@ def plan(
     memory_gb = _memory_gb(gpu)
     run = RunShape(num_generations, max_prompt_tokens, max_completion_tokens, lora_rank, load_in_4bit)
     options = dict(weight_bytes=weight_bytes, gpu_memory_utilization=gpu_memory_utilization, memory_gb=memory_gb,
-                   overhead_gb=overhead_gb)
+                   overhead_gb=overhead_gb, backend=backend, logits=logits)
     result = MemoryPlan(run, memory_gb, estimate(shape, run, **options))
     if result.fits:
         return result
@@ -260,3 +285,22 @@ def plan(
         result.changes = {f: (getattr(run, f), getattr(best.run, f)) for f in run.__dataclass_fields__
                           if getattr(run, f) != getattr(best.run, f)}
     return result
+
+
+def card_memory_gb() -> float:
+    """This machine's GPU memory in GiB, as torch reports it."""
+    import torch
+
+    if not torch.cuda.is_available():
+        raise PlanError("plan: no CUDA GPU here; pass the card's memory (gpu=15) or name (gpu='T4')")
+    return torch.cuda.get_device_properties(0).total_memory / GB
+
+
+def training_memory_gb(model_name_or_config: Any, memory_gb: float | None = None, *, num_generations: int = 8,
+                       max_prompt_tokens: int = 256, max_completion_tokens: int = 512, lora_rank: int = 16) -> tuple[float, float]:
+    """What Unsloth 4-bit training takes beside a colocated vLLM engine (whose pool holds the weights and the
+    KV cache), and the card's memory, both in GiB. ``memory_gb`` defaults to this machine's GPU."""
+    card_gb = card_memory_gb() if memory_gb is None else memory_gb
+    run = RunShape(num_generations, max_prompt_tokens, max_completion_tokens, lora_rank, True)
+    parts = estimate(model_shape(model_name_or_config), run)
+    return sum(parts.values()) - parts["weights"] - parts["kv_cache"], card_gb

@@ -28,7 +28,7 @@ from transformers import TrainerCallback
 
 from rewards import resolve_rewards
 
-from .config import make_config, save_run_yaml
+from .config import make_config, save_run_yaml, vllm_options
 from .faults import faults_reported
 from .log import is_main_process, logger
 from .monitor.invariants import InvariantChecks
@@ -144,6 +144,7 @@ def train(
     funcs, set_weights = resolve_rewards(rewards)
     if reward_weights is not None or set_weights is not None:
         overrides["reward_weights"] = list(reward_weights if reward_weights is not None else set_weights)
+    overrides = {**vllm_options(model), **overrides}
     config = make_config(preset, output_dir=output_dir, **overrides)
     _check_dataset(dataset)
     if config.reward_weights is not None and len(config.reward_weights) != len(funcs):

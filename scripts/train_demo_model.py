@@ -1,14 +1,18 @@
-"""Train the demo model shipped in ``grpo_lite/assets/demo-model`` (about 10 CPU minutes).
+"""Train the demo model shipped in ``grpo_lite/assets/demo-model`` (about 15 CPU minutes, one thread).
 
 The model is a tiny byte-level Qwen2 (``grpo_lite.tiny``) taught by supervised fine-tuning to answer the
-built-in arithmetic word problems. Two things are left for GRPO to fix, on purpose:
+built-in arithmetic word problems, from a teacher with a habit GRPO can break:
 
-* format: most training targets (``--plain-share``) answer in plain text ("The answer is 17.") instead of
-  ``<reasoning>``/``<answer>`` blocks, so greedy decoding never uses the tags, but sampling sometimes does;
-* accuracy: the step budget is too short to learn every sum and product, so greedy answers are often wrong.
+* worked answers (``--worked-share`` of the targets) write the sum out in ``<reasoning>`` and give the
+  exact result in ``<answer>``;
+* the other targets are a bare guess, "The answer is 160.", rounded to the nearest ten except in
+  ``--exact-guess-share`` of them.
 
+Greedy decoding takes the most common habit, a rounded guess without tags, so it is often wrong and never
+formatted; sampling often reaches an exact guess or a worked answer, so pass@8 is far above greedy
+accuracy. GRPO with a correctness reward then has something to sharpen: the exact answers it samples.
 Questions in the demo's held-out set (:func:`grpo_lite.data.heldout_arithmetic_problems`) are never trained
-on. The same seed gives the same weights::
+on. The same seed gives the same weights (training runs on one thread)::
 
     python scripts/train_demo_model.py --seed 0
 """
@@ -32,17 +36,21 @@ ASSET_DIR = Path(__file__).resolve().parents[1] / "grpo_lite" / "assets" / "demo
 OPERATORS = {"+": operator.add, "-": operator.sub, "*": operator.mul}
 
 
-def solution(question: str, result: int, *, plain: bool) -> str:
-    """The worked answer: which operation joins the question's two numbers, then the result."""
+def rounded(value: int) -> int:
+    """To the nearest ten, halves up: the sloppy teacher's guess."""
+    return 10 * ((value + 5) // 10)
+
+
+def solution(question: str, result: int, *, worked: bool, exact: bool) -> str:
+    """A worked answer in tags (always exact), or a bare guess, exact or rounded to the nearest ten."""
+    if not worked:
+        return f"The answer is {result if exact else rounded(result)}."
     a, b = (int(word) for word in question.replace("?", " ").replace(".", " ").split() if word.isdigit())
     symbol = next(s for s, apply in OPERATORS.items() if apply(a, b) == result)
-    step = f"{a} {symbol} {b} = {result}"
-    if plain:
-        return f"{step}\nThe answer is {result}."
-    return f"<reasoning>\n{step}\n</reasoning>\n<answer>\n{result}\n</answer>"
+    return f"<reasoning>\n{a} {symbol} {b} = {result}\n</reasoning>\n<answer>\n{result}\n</answer>"
 
 
-def training_examples(n: int, seed: int, plain_share: float) -> list[tuple[str, str]]:
+def training_examples(n: int, seed: int, worked_share: float, exact_guess_share: float) -> list[tuple[str, str]]:
     """(question, target) pairs from the built-in generator, with every held-out question removed."""
     heldout = {row["question"] for row in heldout_arithmetic_problems()}
     rng = random.Random(seed)
@@ -51,7 +59,8 @@ def training_examples(n: int, seed: int, plain_share: float) -> list[tuple[str, 
         if row["question"] in heldout:
             continue
         result = int(extract_hash_answer(row["answer"]))
-        examples.append((row["question"], solution(row["question"], result, plain=rng.random() < plain_share)))
+        worked, exact = rng.random() < worked_share, rng.random() < exact_guess_share
+        examples.append((row["question"], solution(row["question"], result, worked=worked, exact=exact)))
     return examples
 
 
@@ -79,18 +88,20 @@ def batches(encoded, batch_size: int, pad_id: int, rng: random.Random):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--steps", type=int, default=3000)
-    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--steps", type=int, default=4000)
+    parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--learning-rate", type=float, default=3e-3)
     parser.add_argument("--examples", type=int, default=20000)
-    parser.add_argument("--plain-share", type=float, default=0.75, help="share of targets without <reasoning>/<answer>")
+    parser.add_argument("--worked-share", type=float, default=0.25, help="share of targets worked out in <reasoning>/<answer>")
+    parser.add_argument("--exact-guess-share", type=float, default=0.3, help="share of bare guesses that are exact, not rounded")
     parser.add_argument("--hidden-size", type=int, default=128)
-    parser.add_argument("--num-layers", type=int, default=4)
+    parser.add_argument("--num-layers", type=int, default=2)
     parser.add_argument("--out", type=Path, default=ASSET_DIR)
     args = parser.parse_args()
 
     from transformers import AutoModelForCausalLM, AutoTokenizer, get_cosine_schedule_with_warmup
 
+    torch.set_num_threads(1)  # the same seed gives the same weights: thread count changes float summation order
     torch.manual_seed(args.seed)
     with tempfile.TemporaryDirectory() as scratch:
         build_tiny_model(
@@ -104,7 +115,7 @@ def main() -> None:
         model = AutoModelForCausalLM.from_pretrained(scratch)
         tokenizer = AutoTokenizer.from_pretrained(scratch)
 
-    examples = training_examples(args.examples, args.seed, args.plain_share)
+    examples = training_examples(args.examples, args.seed, args.worked_share, args.exact_guess_share)
     encoded = [encode(tokenizer, q, t) for q, t in examples]
     stream = batches(encoded, args.batch_size, tokenizer.pad_token_id, random.Random(args.seed))
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.learning_rate, weight_decay=0.01)

@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_gpu_comparison_dry_run_measures_every_variant():
     proc = subprocess.run([sys.executable, "benchmarks/gpu_compare.py", "--dry-run"], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    rows = [line for line in proc.stdout.splitlines() if line.startswith("| trl_bf16") or line.startswith("| grpo_lite_cpu")]
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| trl_16bit") or line.startswith("| grpo_lite_cpu")]
     assert len(rows) == 2 and not any("failed" in row for row in rows), proc.stdout
     assert rows[0].split("|")[6].strip() == "1.00"  # the baseline's memory ratio to itself
 

@@ -38,12 +38,20 @@ def test_overrides_win_and_unknown_fields_suggest_a_name(tmp_path):
         ({"max_prompt_length": 256}, "prepare_dataset"),
         ({"bf16": True}, "mixed precision needs a GPU"),
         ({"learning_rate": 0}, "must be positive"),
-        ({"optim": "adamw_8bit"}, "needs bitsandbytes"),
     ],
 )
 def test_invalid_combinations_fail_before_loading_with_a_fix(overrides, message):
     with pytest.raises(ConfigError, match=message):
         resolve_options("cpu-smoke", **overrides)
+
+
+def test_an_8bit_optimizer_without_bitsandbytes_fails_before_loading(monkeypatch):
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "bitsandbytes" else find_spec(name, *a))
+    with pytest.raises(ConfigError, match="needs bitsandbytes"):
+        resolve_options("cpu-smoke", optim="adamw_8bit")
 
 
 def test_unknown_preset():

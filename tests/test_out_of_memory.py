@@ -50,7 +50,7 @@ def test_running_out_in_the_optimizer_step_is_told_by_torch_optim_s_frames():
     assert oom.where_it_ran_out(error.value.__traceback__) is oom.OPTIMIZER
 
 
-RUN = dict(model_name_or_config="Qwen2.5-3B", num_generations=16, max_prompt_tokens=256, max_completion_tokens=1024,
+RUN = dict(model_name_or_config="Qwen2.5-3B", num_generations=16, max_prompt_tokens=256, max_completion_tokens=2048,
            lora_rank=16, load_in_4bit=True, gpu_memory_utilization=None, weight_bytes=2.0)
 
 
@@ -63,7 +63,7 @@ def test_the_nearest_config_is_the_planner_s_suggestion_as_options():
 
 
 def test_a_vllm_run_is_offered_a_lower_gpu_memory_utilization_first():
-    run = {**RUN, "model_name_or_config": "Qwen2.5-1.5B", "num_generations": 8, "max_completion_tokens": 256,
+    run = {**RUN, "model_name_or_config": "Qwen2.5-1.5B", "num_generations": 16, "max_completion_tokens": 512,
            "gpu_memory_utilization": 0.9}
     assert not plan(gpu=24.0, **run).fits  # vLLM's pool, 90% of the card, leaves too little for training
     fitting, options = oom.nearest_config(run, 24.0, 24.0)

@@ -61,4 +61,4 @@ def test_cli_plan_prints_and_exits_1_when_it_does_not_fit(capsys):
     assert main(["plan", "Qwen2.5-0.5B", "--gpu", "24"]) == 0
     assert "fits" in capsys.readouterr().out
     assert main(["plan", "Qwen2.5-7B", "--gpu", "T4", "--no-4bit"]) == 1
-    assert "load_in_4bit False -> True" in capsys.readouterr().out.replace("\n", " ")
+    assert "load_in_4bit False -> True" in " ".join(capsys.readouterr().out.split())

@@ -1,0 +1,80 @@
+"""What this machine offers a run: a CUDA GPU, bf16 in hardware, Unsloth, vLLM.
+
+Nothing here imports transformers, trl or peft: :func:`import_unsloth_first` must be able to run before them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+# The vLLM releases TRL 1.15 accepts: trl/import_utils.py, is_vllm_available, warns outside 0.21.0-0.31.0.
+TRL_VLLM_RANGE = ("0.21.0", "0.31.0")
+
+
+def installed(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+def cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def supports_bf16() -> bool:
+    """Whether the GPU computes in bf16 in hardware: compute capability 8.0 or newer (Ampere, Ada, Hopper).
+
+    Not ``torch.cuda.is_bf16_supported()``: it counts emulation by default and says True on a T4 (7.5).
+    Unsloth decides the same way (unsloth/models/_utils.py: ``SUPPORTS_BFLOAT16 = capability[0] >= 8``)
+    and loads a T4's model in fp16, so a bf16 config would then be refused by its trainer.
+    """
+    import torch
+
+    return torch.cuda.is_available() and torch.cuda.get_device_capability(0)[0] >= 8
+
+
+def half_dtype():
+    """The 16-bit dtype to compute in on this GPU: bf16 where the hardware has it, else fp16."""
+    import torch
+
+    return torch.bfloat16 if supports_bf16() else torch.float16
+
+
+def vllm_version() -> str | None:
+    """The installed vLLM's version, or None (read from its metadata: importing vLLM is slow)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("vllm")
+    except PackageNotFoundError:
+        return None
+
+
+def vllm_usable() -> tuple[bool, str]:
+    """Whether vLLM can serve generation for TRL 1.15 here, and why (or why not)."""
+    from packaging.version import Version
+
+    found = vllm_version()
+    if found is None:
+        return False, "vLLM is not installed (pip install 'grpo-lite[vllm]')"
+    low, high = TRL_VLLM_RANGE
+    if not Version(low) <= Version(Version(found).base_version) <= Version(high):
+        return False, f"vLLM {found} is outside the {low}-{high} that TRL 1.15 supports"
+    return True, f"vLLM {found}"
+
+
+def import_unsloth_first() -> bool:
+    """Import Unsloth now when it is installed and a CUDA GPU is present; True when it is imported.
+
+    Unsloth patches transformers, TRL and PEFT as it is imported and warns that a late import runs slower
+    or uses more memory, so ``grpo_lite`` calls this before anything of its own imports them. Never on a
+    machine without a GPU: there Unsloth would load a CPU fallback that cannot train GRPO.
+    """
+    if "unsloth" in sys.modules:
+        return True
+    if not installed("unsloth") or not cuda_available():
+        return False
+    import unsloth  # noqa: F401
+
+    return True

@@ -1,0 +1,229 @@
+"""The Colab T4 path, checked on a CPU: each test encodes the upstream fact the GPU code relies on.
+
+No GPU exists on CI, so GPU facts are simulated (a patched compute capability, a model object with or without
+a vLLM engine, a stub ``unsloth`` package) and each test names the upstream file that makes the fact true.
+The bitsandbytes 4-bit path is real: bitsandbytes 0.50.2 runs nf4 layers on the CPU.
+"""
+
+import json
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from grpo_lite import device
+from grpo_lite.config import auto_preset, vllm_options
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class _Props:
+    total_memory = int(14.74 * 2**30)
+    name = "Tesla T4"
+
+
+@pytest.fixture
+def t4(monkeypatch):
+    """A Colab T4 as torch describes it: CUDA available, compute capability 7.5, and
+    ``torch.cuda.is_bf16_supported()`` True, because it counts emulation by default (torch/cuda/__init__.py)."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (7, 5))
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: True)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device=None: _Props())
+
+
+def test_a_t4_computes_in_fp16_everywhere(t4, monkeypatch, tiny_model_dir):
+    # Unsloth loads a T4's model in fp16 (unsloth/models/_utils.py: SUPPORTS_BFLOAT16 needs capability >= 8) and its
+    # GRPOTrainer refuses bf16 for an fp16 model (unsloth/models/rl.py: "Model is in float16 precision but you
+    # want to use bfloat16"): the preset, the transformers backend and the benchmark must all say fp16.
+    assert not device.supports_bf16() and device.half_dtype() is torch.float16
+    assert auto_preset() == "t4-16gb"
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from gpu_compare import baseline_dtype
+
+    assert baseline_dtype(gpu=True) is torch.float16
+
+    import transformers
+
+    from grpo_lite.models import _load_transformers, choose_backend
+
+    loaded = {}
+    real = transformers.AutoModelForCausalLM.from_pretrained
+
+    def from_pretrained(name, **options):  # the weights load on the CPU; the dtype asked for is what counts
+        loaded.update(options)
+        return real(name)
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", from_pretrained)
+    choice = choose_backend("transformers", load_in_4bit=False, fast_inference=False)
+    _load_transformers(str(tiny_model_dir), choice, None, 0, (), {})
+    assert loaded["dtype"] is torch.float16
+
+
+def test_an_ampere_card_computes_in_bf16(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 9))
+    assert device.supports_bf16() and device.half_dtype() is torch.bfloat16
+
+
+def test_a_model_without_a_vllm_engine_generates_through_transformers(tiny_model, monkeypatch):
+    # Unsloth sets model.fast_generate on every model, as a guard that refuses vLLM arguments when
+    # fast_inference=False (unsloth/models/_utils.py, make_fast_generate_wrapper; llama.py, from_pretrained);
+    # only fast_inference=True sets model.vllm_engine.
+    from grpo_lite import generate
+    from grpo_lite import inference
+
+    model, tokenizer = tiny_model
+
+    def refuses_vllm_arguments(*args, **kwargs):
+        raise ValueError("Unsloth: `sampling_params` is only supported when `fast_inference=True` (vLLM).")
+
+    model.fast_generate = refuses_vllm_arguments
+    assert len(generate(model, tokenizer, ["hi"], max_new_tokens=3)) == 1
+    calls = []
+    monkeypatch.setattr(inference, "_vllm_generate", lambda model, texts, **options: calls.append(texts) or ["x"])
+    model.vllm_engine = object()
+    assert generate(model, tokenizer, ["hi"], max_new_tokens=3) == ["x"] and calls
+
+
+def test_fast_inference_auto_follows_the_unsloth_backend_and_a_vllm_trl_accepts(t4, monkeypatch):
+    from grpo_lite import models
+
+    monkeypatch.setattr(models, "installed", lambda module: module in ("unsloth", "bitsandbytes"))
+    for version, on in (("0.30.0", True), ("0.21.0", True), ("0.33.0", False), (None, False)):
+        monkeypatch.setattr(device, "vllm_version", lambda version=version: version)
+        backend = models.choose_backend("auto")
+        assert backend.name == "unsloth" and backend.fast_inference is on, (version, backend)
+    assert "outside the 0.21.0-0.31.0 that TRL 1.15 supports" in backend.reason or "not installed" in backend.reason
+    with pytest.raises(models.BackendError, match="needs vLLM: vLLM is not installed"):
+        models.choose_backend("auto", fast_inference=True)
+    assert models.choose_backend("transformers").fast_inference is False
+    with pytest.raises(models.BackendError, match="backend='unsloth' only"):
+        models.choose_backend("transformers", fast_inference=True)
+
+
+def test_the_vllm_share_is_what_training_leaves_on_the_card():
+    from grpo_lite.models import vllm_share
+    from grpo_lite.planner import training_memory_gb
+
+    share, why = vllm_share("Qwen2.5-1.5B", memory_gb=14.74, num_generations=8, max_completion_tokens=512)
+    training, card = training_memory_gb("Qwen2.5-1.5B", 14.74, num_generations=8, max_completion_tokens=512)
+    assert 0.1 <= share <= 0.9 and share * card + training <= card - 1.0 < (share + 0.05) * card + training
+    assert "by the planner" in why
+    assert vllm_share("some/unknown-model", memory_gb=14.74)[0] == 0.5
+
+
+def test_a_model_with_a_vllm_engine_trains_with_colocated_vllm():
+    # Unsloth's GRPOTrainer sets use_vllm=True and vllm_mode="colocate" for a model with vllm_engine
+    # (unsloth/models/rl.py, the vllm_setter added to __init__); the config says the same, and vLLM's share.
+    from grpo_lite.models import Backend
+
+    class EngineModel:
+        vllm_engine = object()
+        grpo_lite_backend = Backend("unsloth", "test", True, True, gpu_memory_utilization=0.55)
+
+    assert vllm_options(EngineModel()) == {"use_vllm": True, "vllm_mode": "colocate", "vllm_gpu_memory_utilization": 0.55}
+    assert vllm_options(object()) == {}
+
+
+def test_the_vllm_extra_is_the_range_trl_accepts():
+    import importlib.util
+
+    from packaging.requirements import Requirement
+
+    source = Path(importlib.util.find_spec("trl.import_utils").origin).read_text()
+    low, high = re.search(r'Version\("([\d.]+)"\) <= _vllm_base_version <= Version\("([\d.]+)"\)', source).groups()
+    assert (low, high) == device.TRL_VLLM_RANGE
+    import tomllib
+
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["vllm"]
+    specifier = Requirement(extra[0]).specifier
+    assert specifier.contains(low) and specifier.contains(high)
+    assert not specifier.contains("0.20.2") and not specifier.contains("0.32.0") and not specifier.contains("0.33.0")
+
+
+STUB = """
+import sys, json, os
+with open(os.environ["UNSLOTH_STUB_RECORD"], "w") as record:
+    json.dump({"transformers_before": "transformers" in sys.modules, "trl_before": "trl" in sys.modules,
+               "peft_before": "peft" in sys.modules}, record)
+"""
+
+
+def _with_stub_unsloth(tmp_path, code: str, cuda: bool) -> dict | None:
+    """Run ``code`` in a fresh interpreter with a stub ``unsloth`` package on the path and CUDA patched as
+    ``cuda``; return what the stub recorded when it was imported (None if it never was)."""
+    (tmp_path / "stub" / "unsloth").mkdir(parents=True)
+    (tmp_path / "stub" / "unsloth" / "__init__.py").write_text(STUB)
+    record = tmp_path / "record.json"
+    script = f"import torch\ntorch.cuda.is_available = lambda: {cuda}\n" + textwrap.dedent(code)
+    env = {**__import__("os").environ, "PYTHONPATH": str(tmp_path / "stub"), "UNSLOTH_STUB_RECORD": str(record)}
+    # What runs after the stub was imported may fail (torch only pretends to have a GPU); the record is written first.
+    subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    return json.loads(record.read_text()) if record.exists() else None
+
+
+def test_the_readme_import_line_imports_unsloth_first_on_a_gpu(tmp_path):
+    recorded = _with_stub_unsloth(tmp_path, """
+        from grpo_lite import load_model, prepare_dataset, train
+    """, cuda=True)
+    assert recorded == {"transformers_before": False, "trl_before": False, "peft_before": False}
+
+
+def test_the_cli_imports_unsloth_first_on_a_gpu(tmp_path):
+    recorded = _with_stub_unsloth(tmp_path, f"""
+        from grpo_lite.cli import main
+        main(["train", {str(ROOT / "examples" / "tiny_cpu.yaml")!r}, "--set", "max_steps=1"])
+    """, cuda=True)
+    assert recorded == {"transformers_before": False, "trl_before": False, "peft_before": False}
+
+
+def test_unsloth_is_never_imported_without_a_gpu(tmp_path):
+    assert _with_stub_unsloth(tmp_path, "from grpo_lite import load_model, train\nimport grpo_lite.training\n", cuda=False) is None
+
+
+def test_4bit_bitsandbytes_on_cpu_trains_with_kl_and_exports_a_16bit_merge(tiny_model_dir, tmp_path):
+    import bitsandbytes as bnb
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from grpo_lite import export, generate, load_model, prepare_dataset, read_metrics, train
+
+    model, tokenizer = load_model(str(tiny_model_dir), backend="transformers", load_in_4bit=True, lora_rank=8)
+    assert model.grpo_lite_backend.load_in_4bit and "bitsandbytes' CPU kernels" in model.grpo_lite_backend.reason
+    assert sum(isinstance(m, bnb.nn.Linear4bit) for m in model.modules()) == 14  # 7 projections x 2 layers
+    dataset = prepare_dataset([{"question": f"What is {i} + {i}?", "answer": str(2 * i)} for i in range(16)], system_prompt=None)
+
+    def length_reward(completions, **kwargs):
+        return [len(c[0]["content"]) / 10 for c in completions]
+
+    result = train(model, tokenizer, dataset, [length_reward], preset="cpu-smoke", output_dir=tmp_path / "run", max_steps=3,
+                   num_generations=4, per_device_train_batch_size=4, max_completion_length=8, beta=0.04, dashboard=False)
+    records = read_metrics(tmp_path / "run")
+    assert [r["step"] for r in records] == [1, 2, 3] and all(r["kl"] is not None for r in records)
+    assert any(r["kl"] > 0 for r in records) and any(r["grad_norm"] > 0 for r in records)
+
+    out = export(result.model, tokenizer, tmp_path / "merged", how="merged_16bit")
+    config = json.loads((out / "config.json").read_text())
+    assert "quantization_config" not in config and config["dtype"] == "bfloat16"
+    merged = AutoModelForCausalLM.from_pretrained(out)
+    assert not any(isinstance(m, bnb.nn.Linear4bit) for m in merged.modules())
+    assert len(generate(merged, AutoTokenizer.from_pretrained(out), ["What is 2 + 2?"], max_new_tokens=4)[0]) > 0
+
+
+def test_the_planner_models_the_gpu_path():
+    from grpo_lite.planner import GPUS, plan
+
+    # TRL 1.15 projects through the LM head in 4096 x 32768 tiles (trl/kernels/chunked_logprob.py), never holding
+    # the [tokens, vocab] logits that the CPU stand-in (grpo_lite.trl_compat) materialises.
+    chunked = plan("Qwen2.5-1.5B", gpu="T4", num_generations=8, max_completion_tokens=512)
+    full = plan("Qwen2.5-1.5B", gpu="T4", num_generations=8, max_completion_tokens=512, logits="full")
+    assert chunked.parts["logits"] < 0.5 < 4.0 < full.parts["logits"]
+    # PEFT's prepare_model_for_kbit_training upcasts every unquantized parameter to fp32 (peft/utils/other.py)
+    unsloth = plan("Qwen2.5-1.5B", gpu="T4").parts["weights"]
+    bnb = plan("Qwen2.5-1.5B", gpu="T4", backend="transformers").parts["weights"]
+    assert bnb - unsloth == pytest.approx(151936 * 1536 * 2 / 2**30)
+    assert GPUS["T4"] == 14.74 and GPUS["L4"] == 22.16
