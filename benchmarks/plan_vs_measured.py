@@ -78,7 +78,7 @@ def main() -> None:
                                          num_heads=8, num_kv_heads=2, intermediate_size=width)
             estimate = plan(str(model_dir), gpu=1024, num_generations=generations, max_prompt_tokens=PROMPT_TOKENS,
                             max_completion_tokens=completion, lora_rank=LORA_RANK, load_in_4bit=False,
-                            weight_bytes=4, overhead_gb=0.0)
+                            weight_bytes=4, overhead_gb=0.0, logits="full")  # the CPU stand-in holds full logits
             return estimate.total_gb, measure(model_dir, generations, completion, args.steps, Path(tmp) / "run")
 
         _, baseline = run(*BASELINE)
@@ -95,13 +95,20 @@ def main() -> None:
         replace_section("## Memory planner", f"""## Memory planner
 
 `python benchmarks/plan_vs_measured.py --write-docs` on {machine()}.
-`grpo_lite.plan` (fp32 weights, no CUDA overhead) against the peak resident memory of {args.steps} real GRPO steps
+`grpo_lite.plan` (fp32 weights, no CUDA overhead, `logits="full"`: on a CPU grpo_lite's stand-in for TRL's
+log-prob kernel holds the full logits) against the peak resident memory of {args.steps} real GRPO steps
 on random Qwen2 models (LoRA rank {LORA_RANK}, gradient checkpointing): the peak anonymous resident memory
 (RssAnon sampled every 5 ms; the file pages of the mmapped weights are not counted twice) above the process's
 after its imports, less {baseline * 1024:.0f} MB: the peak of the same run on a model with almost no weights (trainer,
 optimizer, allocator and Python objects; the planner's CUDA overhead term stands for it on a GPU). CPU RSS
 includes allocator caching, so it is an upper reference; on a GPU the estimate is meant against
 `torch.cuda.max_memory_allocated` (no GPU was available for this table).
+
+What only a GPU can confirm: the chunked log-prob term (TRL's Triton kernel, one 4096 x 32768 tile at a time;
+on a CPU the full logits are held instead), 4-bit weights and the fp32 upcasts of the bitsandbytes path
+(bitsandbytes runs on this CPU, but its CPU layout and allocator differ from CUDA's), the KV cache and
+vLLM's pool, activations in 16-bit under autocast with CUDA's caching allocator (glibc keeps freed
+buffers, so the CPU activation peak is an upper reference), and the CUDA context overhead term.
 
 | hidden | layers | MLP width | generations | completion tokens | estimated MB | measured MB | measured / estimated |
 |---|---|---|---|---|---|---|---|

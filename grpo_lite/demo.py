@@ -61,7 +61,9 @@ def run_demo(
 
     output_dir = Path(output_dir)
     set_seed(seed)
-    model, tokenizer = load_model(str(model_dir), lora_rank=None, backend="transformers")
+    # On the CPU on every machine, unquantized: the model is too small to gain from a GPU, and the cpu-smoke preset
+    # below trains where it sits.
+    model, tokenizer = load_model(str(model_dir), lora_rank=None, backend="cpu")
     # No system prompt: the demo model learned to answer bare questions, and byte tokens make prompts long.
     heldout = prepare_dataset(heldout_arithmetic_problems(n_heldout), system_prompt=None)
     dataset = prepare_dataset(load_builtin("arithmetic"), system_prompt=None)

@@ -61,6 +61,9 @@ def vllm_usable() -> tuple[bool, str]:
     low, high = TRL_VLLM_RANGE
     if not Version(low) <= Version(Version(found).base_version) <= Version(high):
         return False, f"vLLM {found} is outside the {low}-{high} that TRL 1.15 supports"
+    if cuda_available() and not supports_bf16():
+        # vLLM releases after 0.11 do not run on a T4 (compute capability 7.5), and 0.11 is outside TRL 1.15's range
+        return False, f"vLLM {found} does not run on this GPU (compute capability below 8.0, e.g. a T4)"
     return True, f"vLLM {found}"
 
 

@@ -136,6 +136,11 @@ def load_model(
     the memory planner. Extra keyword arguments go to the backend's ``from_pretrained``.
     """
     choice = choose_backend(backend, load_in_4bit=load_in_4bit, fast_inference=fast_inference)
+    if choice.load_in_4bit and not lora_rank:
+        raise BackendError(
+            "load_in_4bit=True with lora_rank=None: 4-bit weights cannot be trained themselves, only LoRA adapters on "
+            "top of them; pass lora_rank=16 (or another rank), or load_in_4bit=False to train every weight"
+        )
     if choice.fast_inference:
         if gpu_memory_utilization == "auto":
             gpu_memory_utilization, why = vllm_share(model_name)
