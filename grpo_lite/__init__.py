@@ -33,6 +33,9 @@ _EXPORTS = {
     "load_builtin": ".data",
     "REASONING_SYSTEM_PROMPT": ".data",
     "DatasetError": ".data",
+    # see what the rewards would teach, before training
+    "preview": ".preview",
+    "PreviewReport": ".preview",
     # size and configure the run
     "plan": ".planner",
     "make_config": ".config",
@@ -53,6 +56,7 @@ _EXPORTS = {
     "show_run": ".monitor.show",
     "read_metrics": ".monitor.metrics",
     "read_samples": ".monitor.samples",
+    "rescore_run": ".rescore",
     # evaluate, export, use
     "evaluate": ".evaluation",
     "compare": ".evaluation",
@@ -83,6 +87,8 @@ if TYPE_CHECKING:  # what editors and type checkers see; at run time each name l
     from .nan_guard import NaNDetected
     from .out_of_memory import OutOfMemory
     from .planner import plan
+    from .preview import PreviewReport, preview
+    from .rescore import rescore_run
     from .reward_guard import RewardFailure
     from .stages import Stage, train_stages
     from .tiny import build_tiny_model

@@ -54,16 +54,25 @@ def _score(args) -> int:
 
     from rewards import check_rewards
 
+    from .data import load_rows
+    from .rescore import rescore_run
     from .run_files import read_jsonl
 
-    if not args.data.exists():
-        raise FileNotFoundError(f"--data {args.data}: no such file")
+    source = args.data or args.run
+    if not source.exists():
+        raise FileNotFoundError(f"{'--data' if args.data else '--run'} {source}: no such file or folder")
+    names = args.rewards.split(",")
     try:
-        report = check_rewards(args.rewards.split(","), read_jsonl(args.data))
-    except (ValueError, TypeError) as error:  # an unknown reward, a line that is not JSON, a row without completion
+        if args.data:
+            report = check_rewards(names, read_jsonl(args.data))
+        else:
+            dataset = load_rows(args.dataset) if args.dataset else None
+            report = rescore_run(args.run, names, dataset, question=args.question)
+    except (ValueError, TypeError) as error:  # an unknown reward, a line that is not JSON, a missing column
         print(f"grpo-lite score: {error}", file=sys.stderr)
         return 2
-    width = max(shutil.get_terminal_size().columns, 90 + 12 * len(report.functions))  # wide tables scroll, not crush
+    functions = getattr(report, "functions", names)
+    width = max(shutil.get_terminal_size().columns, 90 + 12 * len(functions))  # wide tables scroll, not crush
     Console(width=width).print(report)
     return 0 if report.ok else 1
 
@@ -122,10 +131,15 @@ def build_parser() -> argparse.ArgumentParser:
     kit.add_argument("--num-gpus", type=int, default=2)
     kit.set_defaults(handler=_launch_kit)
 
-    score = commands.add_parser("score", help="run reward functions over a JSONL of completions (the reward lab)")
+    score = commands.add_parser("score", help="run reward functions over completions: a JSONL of rows (the reward lab), "
+                                "or a run's samples.jsonl (what other rewards would have taught)")
     score.add_argument("--rewards", required=True,
                        help="comma-separated reward or preset names, or module:function paths of your own")
-    score.add_argument("--data", required=True, type=Path, help="JSONL rows with prompt, completion, answer, ...")
+    source = score.add_mutually_exclusive_group(required=True)
+    source.add_argument("--data", type=Path, help="JSONL rows with prompt, completion, answer, ...")
+    source.add_argument("--run", type=Path, help="a run's output dir: re-score its samples.jsonl, compare advantages")
+    score.add_argument("--dataset", type=Path, help="with --run: the training rows (CSV/JSONL) whose columns rewards read")
+    score.add_argument("--question", default="question", help="with --dataset: the column holding the question")
     score.set_defaults(handler=_score)
 
     memory = commands.add_parser("plan", help="estimate peak GPU memory of a run and the nearest config that fits")

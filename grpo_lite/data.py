@@ -177,6 +177,21 @@ def prepare_dataset(
     return prepared
 
 
+def question_of(prompt: Any) -> str:
+    """The question a prompt asks: its last user message. Takes chat messages, or the ``role: content`` lines
+    samples.jsonl keeps them as.
+
+    >>> question_of([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"}])
+    '2+2?'
+    >>> question_of("system: Be brief.\\nuser: 2+2?")
+    '2+2?'
+    """
+    if isinstance(prompt, (list, tuple)):
+        users = [m.get("content", "") for m in prompt if isinstance(m, dict) and m.get("role") == "user"]
+        return str(users[-1] if users else "")
+    return str(prompt).rsplit("user: ", 1)[-1]
+
+
 def prompt_lengths(dataset, tokenizer) -> list[int]:
     """Token count of each row's prompt after the chat template, generation prompt included."""
     return [

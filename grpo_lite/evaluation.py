@@ -46,7 +46,7 @@ def pass_at_k(num_samples: int, num_correct: int, k: int) -> float:
     return 1.0 - comb(num_samples - num_correct, k) / comb(num_samples, k)
 
 
-def _ks(num_samples: int) -> list[int]:
+def powers_of_two(num_samples: int) -> list[int]:
     """1, 2, 4, ... up to num_samples, and num_samples itself."""
     ks = [k for k in (2**i for i in range(num_samples.bit_length())) if k <= num_samples]
     return sorted({*ks, num_samples})
@@ -139,7 +139,7 @@ def score(
         flat = [c for row_samples in sampled for c in row_samples]
         sample_scores = correctness(prompts=[p for p in prompts for _ in range(k)], completions=flat, **_columns(rows, k))
         num_correct = [sum(_is_correct(s) for s in sample_scores[i * k : (i + 1) * k]) for i in range(len(rows))]
-        pass_k = {j: sum(pass_at_k(k, c, j) for c in num_correct) / len(rows) for j in _ks(k)}
+        pass_k = {j: sum(pass_at_k(k, c, j) for c in num_correct) / len(rows) for j in powers_of_two(k)}
 
     examples = [
         {"prompt": row["prompt"], "answer": row["answer"], "completion": completion,

@@ -7,6 +7,7 @@ present because it is many times faster than transformers' ``generate``. Otherwi
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import torch
@@ -35,29 +36,48 @@ def has_vllm_engine(model) -> bool:
     return getattr(model, "vllm_engine", None) is not None
 
 
-def _vllm_generate(model, texts, *, max_new_tokens, do_sample, temperature, top_p, num_return_sequences) -> list[str]:
+@dataclass(frozen=True)
+class Completion:
+    """One generated completion: its text, its token ids (an end-of-turn token included when it stopped on
+    one), and whether it hit the token limit instead."""
+
+    text: str
+    token_ids: tuple[int, ...]
+    truncated: bool
+
+
+def _vllm_sample(model, texts, *, max_new_tokens, do_sample, num_return_sequences, temperature, top_p, top_k, min_p,
+                 repetition_penalty) -> list[Completion]:
     from vllm import SamplingParams
 
     params = SamplingParams(
         max_tokens=max_new_tokens,
         temperature=temperature if do_sample else 0.0,
         top_p=top_p,
+        top_k=top_k if top_k else -1,  # vLLM's "no top-k" is -1, TRL's and transformers' is 0
+        min_p=min_p or 0.0,
+        repetition_penalty=repetition_penalty,
         n=num_return_sequences,
     )
     lora = model.load_lora("grpo_lite_generate", load_tensors=True) if hasattr(model, "load_lora") else None
     outputs = model.fast_generate(texts, sampling_params=params, lora_request=lora, use_tqdm=False)
-    return [choice.text for output in outputs for choice in output.outputs]
+    return [Completion(choice.text, tuple(choice.token_ids), choice.finish_reason == "length")
+            for output in outputs for choice in output.outputs]
 
 
-def _transformers_generate(model, tokenizer, texts, *, max_new_tokens, do_sample, temperature, top_p,
-                           num_return_sequences, batch_size) -> list[str]:
+def _transformers_sample(model, tokenizer, texts, *, max_new_tokens, do_sample, num_return_sequences, temperature, top_p,
+                         top_k, min_p, repetition_penalty, batch_size) -> list[Completion]:
     padding_side = tokenizer.padding_side
     tokenizer.padding_side = "left"
     pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    sampling = dict(temperature=temperature, top_p=top_p) if do_sample else dict(temperature=None, top_p=None, top_k=None)
+    if do_sample:
+        sampling = dict(temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p)
+    else:
+        sampling = dict(temperature=None, top_p=None, top_k=None)
+    stops = {tokenizer.eos_token_id, pad_token_id}
     was_training = model.training
     model.eval()
-    completions: list[str] = []
+    completions: list[Completion] = []
     try:
         for start in range(0, len(texts), batch_size):
             batch = tokenizer(texts[start : start + batch_size], return_tensors="pt", padding=True, add_special_tokens=False)
@@ -69,14 +89,49 @@ def _transformers_generate(model, tokenizer, texts, *, max_new_tokens, do_sample
                     do_sample=do_sample,
                     num_return_sequences=num_return_sequences,
                     pad_token_id=pad_token_id,
+                    repetition_penalty=repetition_penalty,
                     **sampling,
                 )
-            new_tokens = output[:, batch["input_ids"].shape[1] :]
-            completions.extend(tokenizer.batch_decode(new_tokens, skip_special_tokens=True))
+            for row in output[:, batch["input_ids"].shape[1] :].tolist():
+                end = next((i for i, token in enumerate(row) if token in stops), None)
+                tokens = row if end is None else row[:end]
+                completions.append(Completion(tokenizer.decode(tokens, skip_special_tokens=True),
+                                              tuple(row if end is None else row[: end + 1]), end is None and len(row) >= max_new_tokens))
     finally:
         tokenizer.padding_side = padding_side
         model.train(was_training)
     return completions
+
+
+def sample(
+    model,
+    tokenizer,
+    prompts_or_messages: str | Sequence[Any],
+    *,
+    max_new_tokens: int = 128,
+    do_sample: bool = False,
+    num_return_sequences: int = 1,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    top_k: int = 0,
+    min_p: float | None = None,
+    repetition_penalty: float = 1.0,
+    batch_size: int = 16,
+) -> list[Completion]:
+    """:func:`generate`, with each completion's token ids and whether it hit ``max_new_tokens``.
+
+    The sampling options are GRPOConfig's, with its defaults (``top_k=0`` means no top-k).
+    """
+    if isinstance(prompts_or_messages, str):
+        prompts_or_messages = [prompts_or_messages]
+    if num_return_sequences > 1 and not do_sample:
+        raise ValueError("generate: num_return_sequences > 1 gives identical greedy copies; pass do_sample=True")
+    texts = _prompt_texts(tokenizer, prompts_or_messages)
+    options = dict(max_new_tokens=max_new_tokens, do_sample=do_sample, num_return_sequences=num_return_sequences,
+                   temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p, repetition_penalty=repetition_penalty)
+    if has_vllm_engine(model):
+        return _vllm_sample(model, texts, **options)
+    return _transformers_sample(model, tokenizer, texts, batch_size=batch_size, **options)
 
 
 def generate(
@@ -100,13 +155,7 @@ def generate(
 
     Greedy by default (``do_sample=False``), so the same model gives the same text: what evaluation wants.
     """
-    if isinstance(prompts_or_messages, str):
-        prompts_or_messages = [prompts_or_messages]
-    if num_return_sequences > 1 and not do_sample:
-        raise ValueError("generate: num_return_sequences > 1 gives identical greedy copies; pass do_sample=True")
-    texts = _prompt_texts(tokenizer, prompts_or_messages)
-    options = dict(max_new_tokens=max_new_tokens, do_sample=do_sample, temperature=temperature, top_p=top_p,
-                   num_return_sequences=num_return_sequences)
-    if has_vllm_engine(model):
-        return _vllm_generate(model, texts, **options)
-    return _transformers_generate(model, tokenizer, texts, batch_size=batch_size, **options)
+    completions = sample(model, tokenizer, prompts_or_messages, max_new_tokens=max_new_tokens, do_sample=do_sample,
+                         temperature=temperature, top_p=top_p, num_return_sequences=num_return_sequences,
+                         batch_size=batch_size)
+    return [completion.text for completion in completions]

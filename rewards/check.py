@@ -4,10 +4,11 @@
     report            # a table in a notebook or terminal: scores, parsed answer vs gold, advantages, problems
     report.ok         # False when a function crashed, returned the wrong length, NaN/inf, ...
 
-Rows are dicts with ``completion`` (a string or chat messages) and optionally ``prompt``, ``answer`` and
-any other column a reward reads. Rows that share a prompt form a GRPO group: the lab shows the advantage
-each completion would get from the trainer (same formula as the installed TRL) and flags groups where
-every completion ties, which teach the model nothing.
+Rows are dicts with ``completion`` (a string or chat messages) and optionally ``prompt``, ``answer``,
+``completion_ids`` (the completion's token ids, for length rewards) and any other column a reward reads.
+Rows that share a prompt form a GRPO group: the lab shows the advantage each completion would get from the
+trainer (same formula as the installed TRL) and flags groups where every completion ties, which teach the
+model nothing.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from .display import RichReport
 from .extract import completion_text
 from .registry import resolve_rewards
 
-RESERVED = ("prompt", "completion")
+RESERVED = ("prompt", "completion", "completion_ids")
 
 
 @dataclass(frozen=True)
@@ -195,7 +196,8 @@ def check_rewards(
         if not _readable(row["completion"])
     ]
     readable = [row if _readable(row["completion"]) else {**row, "completion": ""} for row in rows_in]
-    extra = {"completion_ids": [list(completion_text(r["completion"]).encode()) for r in readable]}
+    # Token ids when the rows carry them (a model's own completions); else one "token" per UTF-8 byte.
+    extra = {"completion_ids": [r.get("completion_ids") or list(completion_text(r["completion"]).encode()) for r in readable]}
     scores: dict[str, list[float | None]] = {}
     for func, name in zip(funcs, names):
         scores[name], found = _score_function(func, name, readable, extra)
@@ -224,7 +226,7 @@ def check_rewards(
     return RewardReport(functions=names, rows=rows, problems=problems, settings=settings)
 
 
-def _reads_gold(func: Callable) -> bool:
+def reads_gold(func: Callable) -> bool:
     """Whether a reward takes the ``answer`` column by name, as the correctness rewards do."""
     target = func if inspect.isfunction(func) or inspect.ismethod(func) else getattr(func, "__call__", func)
     try:
@@ -238,7 +240,7 @@ def _unreadable_golds(named_funcs, scores, golds) -> list[Problem]:
     so those rows teach nothing through it."""
     problems = []
     for func, name in named_funcs:
-        if not _reads_gold(func):
+        if not reads_gold(func):
             continue
         for i, (score, gold) in enumerate(zip(scores[name], golds)):
             if score is None and gold is not None:

@@ -85,7 +85,8 @@ def test_a_model_without_a_vllm_engine_generates_through_transformers(tiny_model
     model.fast_generate = refuses_vllm_arguments
     assert len(generate(model, tokenizer, ["hi"], max_new_tokens=3)) == 1
     calls = []
-    monkeypatch.setattr(inference, "_vllm_generate", lambda model, texts, **options: calls.append(texts) or ["x"])
+    monkeypatch.setattr(inference, "_vllm_sample",
+                        lambda model, texts, **options: calls.append(texts) or [inference.Completion("x", (1,), False)])
     model.vllm_engine = object()
     assert generate(model, tokenizer, ["hi"], max_new_tokens=3) == ["x"] and calls
 

@@ -13,6 +13,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..data import question_of
+
 COMPLETION_CHARS = 300
 
 
@@ -32,10 +34,6 @@ def _fmt(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
     return "" if value is None else str(value)
-
-
-def _last_user_message(prompt: str) -> str:
-    return prompt.rsplit("user: ", 1)[-1]
 
 
 LATEST_KEYS = ("reward", "reward_std", "frac_reward_zero_std", "kl", "completions/mean_length", "completions/clipped_ratio", "grad_norm")
@@ -59,7 +57,7 @@ def frame_html(frame: Frame) -> str:
     names = sorted({n for s in frame.samples for n in s["rewards"]})
     rows = "".join(
         "<tr>"
-        f"<td>{s['step']}</td><td>{html.escape(_last_user_message(s['prompt'])[:80])}</td>"
+        f"<td>{s['step']}</td><td>{html.escape(question_of(s['prompt'])[:80])}</td>"
         f"<td><details><summary>{html.escape(s['completion'][:60])}</summary><pre style='white-space:pre-wrap'>"
         f"{html.escape(s['completion'][:COMPLETION_CHARS])}</pre></details></td>"
         + "".join(f"<td>{_fmt(s['rewards'].get(n))}</td>" for n in names)
