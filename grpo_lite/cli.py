@@ -9,10 +9,11 @@ from pathlib import Path
 
 
 def _demo(args) -> int:
-    from .demo import EVAL_FILE, run_demo
+    from .demo import run_demo
+    from .run_files import DEMO_EVAL_FILE
 
-    run_demo(args.output_dir, max_steps=args.max_steps, seed=args.seed, n_heldout=args.n_heldout)
-    print(f"grpo-lite demo: held-out scores in {args.output_dir / EVAL_FILE}; run files in {args.output_dir}")
+    run_demo(args.output_dir, max_steps=args.max_steps, seed=args.seed, n_heldout=args.n_heldout, pass_k=args.pass_k)
+    print(f"grpo-lite demo: held-out scores in {args.output_dir / DEMO_EVAL_FILE}; run files in {args.output_dir}")
     return 0
 
 
@@ -113,6 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--max-steps", type=int, default=100)
     demo.add_argument("--seed", type=int, default=0)
     demo.add_argument("--n-heldout", type=int, default=200, help="held-out questions scored before and after")
+    demo.add_argument("--pass-k", type=int, default=8, help="sampled answers per question for pass@k (1: none)")
     demo.set_defaults(handler=_demo)
 
     run = commands.add_parser("train", help="train from a run YAML (model, dataset, rewards, preset, overrides)")

@@ -193,9 +193,10 @@ def evaluate(
     greedy = generate(model, tokenizer, prompts, **options)
     sampled = None
     if num_samples > 1:
-        torch.manual_seed(seed)
-        flat = generate(model, tokenizer, prompts, do_sample=True, temperature=temperature,
-                        num_return_sequences=num_samples, **options)
+        with torch.random.fork_rng():  # seeded, and the caller's random stream (a training run's) left as it was
+            torch.manual_seed(seed)
+            flat = generate(model, tokenizer, prompts, do_sample=True, temperature=temperature,
+                            num_return_sequences=num_samples, **options)
         sampled = [flat[i * num_samples : (i + 1) * num_samples] for i in range(len(rows))]
     return score(rows, greedy, rewards, sampled=sampled, correctness=correctness, format_reward=format_reward)
 

@@ -29,13 +29,13 @@ class HeldoutEvaluation(TrainerCallback):
     """Evaluates ``dataset`` (its first ``n`` rows) with ``rewards`` when training begins and ends."""
 
     def __init__(self, tokenizer, dataset, rewards: Any, output_dir: str | Path, *, n: int | None = 200,
-                 num_samples: int = 1, max_new_tokens: int = 128):
+                 num_samples: int = 1, temperature: float = 1.0, max_new_tokens: int = 128):
         check_heldout(dataset)
         self.tokenizer = tokenizer
         self.dataset = dataset
         self.rewards = rewards
         self.path = Path(output_dir) / EVAL_FILE
-        self.options = dict(n=n, num_samples=num_samples, max_new_tokens=max_new_tokens)
+        self.options = dict(n=n, num_samples=num_samples, temperature=temperature, max_new_tokens=max_new_tokens)
         self.before = None
         self.comparison: Comparison | None = None
 

@@ -321,10 +321,11 @@ def preview(
     chosen = [dict(row) for row in dataset.select(range(min(n_prompts, len(dataset))))]
     prompts = [row["prompt"] for row in chosen]
     options = dict(max_new_tokens=settings["max_completion_length"], batch_size=batch_size)
-    torch.manual_seed(seed)
-    completions = sample(model, tokenizer, prompts, do_sample=True, num_return_sequences=num_generations,
-                         temperature=settings["temperature"], top_p=settings["top_p"], top_k=settings["top_k"],
-                         min_p=settings["min_p"], repetition_penalty=settings["repetition_penalty"], **options)
+    with torch.random.fork_rng():  # seeded, and the caller's random stream left as it was
+        torch.manual_seed(seed)
+        completions = sample(model, tokenizer, prompts, do_sample=True, num_return_sequences=num_generations,
+                             temperature=settings["temperature"], top_p=settings["top_p"], top_k=settings["top_k"],
+                             min_p=settings["min_p"], repetition_penalty=settings["repetition_penalty"], **options)
     rows, groups = [], []
     for g, row in enumerate(chosen):
         groups.append(list(range(len(rows), len(rows) + num_generations)))

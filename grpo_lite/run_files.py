@@ -27,6 +27,7 @@ SAMPLES_FILE = "samples.jsonl"
 DASHBOARD_FILE = "dashboard.png"
 EVAL_FILE = "eval.json"
 SUMMARY_FILE = "train_summary.json"
+DEMO_EVAL_FILE = "demo_eval.json"  # grpo-lite demo: held-out scores before and after, with pass@k
 
 
 def in_run(path: str | Path, file_name: str) -> Path:

@@ -154,7 +154,7 @@ def train(
         from .heldout import HeldoutEvaluation
 
         evaluation = [HeldoutEvaluation(tokenizer, heldout, funcs, output_dir, n=heldout_n, num_samples=heldout_samples,
-                                        max_new_tokens=config.max_completion_length)]
+                                        temperature=config.temperature, max_new_tokens=config.max_completion_length)]
 
     guarded = [guard(f, reward_timeout) for f in funcs]
     run = run_record(model, guarded)

@@ -80,8 +80,12 @@ def test_evaluate_runs_the_real_model_and_scores_its_own_text(tiny_model):
     model, tokenizer = tiny_model
     data = [{"question": f"{i} + {i}?", "answer": str(2 * i)} for i in range(5)]
     dataset = prepare_dataset(data, system_prompt=None)
+    import torch
+
+    random_state = torch.random.get_rng_state()
     report = evaluate(model, tokenizer, dataset, "soft_xml_format_reward", n=4, num_samples=2, max_new_tokens=8)
     assert report.n == 4 and set(report.pass_at_k) == {1, 2}
+    assert torch.equal(torch.random.get_rng_state(), random_state), "seeded sampling moved the caller's random stream"
     rows = [dict(row) for row in dataset.select(range(4))]
     greedy = generate(model, tokenizer, [row["prompt"] for row in rows], max_new_tokens=8)
     assert [e["completion"] for e in report.examples] == greedy
@@ -101,13 +105,14 @@ def test_train_evaluates_a_heldout_split_before_and_after(tiny_model, tmp_path):
         train(model, tokenizer, dataset, "soft_xml_format_reward", heldout=heldout.remove_columns("answer"),
               output_dir=tmp_path)
 
-    result = train(model, tokenizer, dataset, "soft_xml_format_reward", heldout=heldout, heldout_n=3,
+    result = train(model, tokenizer, dataset, "soft_xml_format_reward", heldout=heldout, heldout_n=3, heldout_samples=2,
                    output_dir=tmp_path, preset="cpu-smoke", max_steps=2, num_generations=4,
                    per_device_train_batch_size=4, max_completion_length=8, dashboard=False)
 
     saved = json.loads((tmp_path / "eval.json").read_text())
     assert saved == {"before": result.evaluation.base.as_dict(), "after": result.evaluation.trained.as_dict()}
     assert saved["before"]["n"] == saved["after"]["n"] == 3
+    assert set(saved["before"]["pass_at_k"]) == set(saved["after"]["pass_at_k"]) == {"1", "2"}
     assert set(saved["after"]["mean_rewards"]) == {"soft_xml_format_reward"}
     greedy_after = generate(result.model, tokenizer, [row["prompt"] for row in heldout.select(range(3))], max_new_tokens=8)
     assert [e["completion"] for e in result.evaluation.trained.examples] == greedy_after
