@@ -20,6 +20,10 @@ FILTERS: dict[str, Callable] = {
 }
 
 
+TABLE_STYLE = "border-collapse:collapse;font-size:12px"
+CELL_STYLE = "border-top:1px solid #ddd;padding:2px 8px;vertical-align:top"
+
+
 def _fmt(value) -> str:
     return "" if value is None else f"{value:.3g}"
 
@@ -45,17 +49,19 @@ def group_html(report, group: int) -> str:
     rows = []
     for i in members:
         row, completion = report.lab.rows[i], report.completions[i]
-        cells = "".join(f"<td>{_fmt(row['scores'][name])}</td>" for name in report.functions)
+        cells = "".join(f"<td style='{CELL_STYLE}'>{_fmt(row['scores'][name])}</td>" for name in report.functions)
         cut = " (truncated)" if completion.truncated else ""
-        rows.append(f"<tr><td><pre style='white-space:pre-wrap;margin:0;max-width:520px'>{html.escape(completion.text)}</pre></td>"
-                    f"{cells}<td>{_fmt(row['total'])}</td><td>{_fmt(row.get('advantage'))}</td>"
-                    f"<td>{len(completion.token_ids)}{cut}</td></tr>")
+        rows.append(f"<tr><td style='{CELL_STYLE}'><pre style='white-space:pre-wrap;margin:0;max-width:520px'>"
+                    f"{html.escape(completion.text)}</pre></td>{cells}<td style='{CELL_STYLE}'>{_fmt(row['total'])}</td>"
+                    f"<td style='{CELL_STYLE}'>{_fmt(row.get('advantage'))}</td>"
+                    f"<td style='{CELL_STYLE}'>{len(completion.token_ids)}{cut}</td></tr>")
     flags = [name for name, test in FILTERS.items() if name != "all groups" and test(report, group)]
     return (f"<div class='grpo-lite-preview-group' data-group='{group}'>"
             f"<p><b>prompt</b> {html.escape(question_of(report.rows[members[0]]['prompt']))}<br>"
             f"<b>gold</b> {html.escape(str(first['gold']))}"
             + (f"<br><b>flags</b> {html.escape(', '.join(flags))}" if flags else "") + "</p>"
-            f"<table><tr><th>completion</th>{heads}<th>total</th><th>advantage</th><th>tokens</th></tr>{''.join(rows)}</table></div>")
+            f"<table style='{TABLE_STYLE}'><tr><th>completion</th>{heads}<th>total</th><th>advantage</th><th>tokens</th></tr>"
+            f"{''.join(rows)}</table></div>")
 
 
 class PreviewBrowser:

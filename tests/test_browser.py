@@ -75,3 +75,36 @@ def test_quickstart_notebook_runs_in_jupyterlab_and_draws_the_dashboard(tmp_path
         training.locator("img").first.scroll_into_view_if_needed()
         page.screenshot(path=str(ARTIFACTS / "quickstart-dashboard.png"))
     assert (tmp_path / "outputs" / "quickstart" / "adapter" / "adapter_config.json").exists()
+
+
+def test_preview_browser_moves_filters_and_rescores_a_redefined_reward(tmp_path):
+    notebook = Path(__file__).parent / "notebooks" / "preview_browser.ipynb"
+    shutil.copy(notebook, tmp_path / notebook.name)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with jupyter_lab(tmp_path, env={"HF_HUB_OFFLINE": "1", "MPLBACKEND": "Agg"}) as lab, chromium_page() as page:
+        open_notebook(page, lab, notebook.name)
+        run_all_cells(page)
+        progress = wait_for_all_cells(page, timeout=300)
+        assert not progress["errors"], progress
+        view = page.locator(".grpo-lite-preview")
+        view.wait_for(timeout=60_000)
+        position = view.locator(".widget-label", has_text="group").first
+
+        def shown() -> str:
+            return position.text_content()
+
+        assert shown() == "group 0 (1 of 4)"
+        view.locator("button", has_text="next").click()
+        page.wait_for_function("() => document.querySelector('.grpo-lite-preview').textContent.includes('group 1 (2 of 4)')")
+        view.locator("button", has_text="previous").click()
+        page.wait_for_function("() => document.querySelector('.grpo-lite-preview').textContent.includes('group 0 (1 of 4)')")
+        view.locator("select").select_option("no signal")
+        page.wait_for_function("() => document.querySelector('.grpo-lite-preview').textContent.includes('group 1 (1 of 2)')")
+        assert "Spell dog" in view.locator(".grpo-lite-preview-group").text_content()
+
+        before = view.locator(".grpo-lite-preview-group table").text_content()
+        view.locator("button", has_text="re-score").click()
+        page.wait_for_function("() => document.querySelector('.grpo-lite-preview').textContent.includes('re-scored with')")
+        cells = view.locator(".grpo-lite-preview-group td").all_text_contents()
+        view.screenshot(path=str(ARTIFACTS / "preview-browser.png"))
+    assert "7" not in before.split() and cells.count("7") == 4, "re-score used the planted reward as redefined"
