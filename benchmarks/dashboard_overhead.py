@@ -21,8 +21,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from docs import machine, publish  # noqa: E402
 from overhead import REWARDS, StepClock, dataset, settings  # noqa: E402
+
+from docs import machine, publish  # noqa: E402
 
 HEADING = "## Dashboard overhead (CPU)"
 VARIANTS = {

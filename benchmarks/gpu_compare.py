@@ -63,7 +63,7 @@ def run_variant(variant: str, model_dir: Path, out_dir: Path, steps: int, tokens
     """Train ``steps`` GRPO steps with ``variant`` and measure it (runs inside the child process)."""
     import torch
 
-    from grpo_lite import load_model, load_builtin, prepare_dataset, read_metrics, train
+    from grpo_lite import load_builtin, load_model, prepare_dataset, read_metrics, train
 
     if gpu:
         torch.cuda.reset_peak_memory_stats()

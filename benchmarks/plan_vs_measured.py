@@ -45,14 +45,14 @@ def sample():
 base_kb = anon_kb()
 threading.Thread(target=sample, daemon=True).start()
 model_dir, generations, completion, steps, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
-model, tokenizer = load_model(model_dir, lora_rank=%d)
+model, tokenizer = load_model(model_dir, lora_rank={lora_rank})
 dataset = prepare_dataset([{"question": f"What is {i} + {i}?", "answer": str(2 * i)} for i in range(32)], system_prompt=None)
 train(model, tokenizer, dataset, ["soft_xml_format_reward"], preset="cpu-smoke", output_dir=out, dashboard=False,
       max_steps=steps, num_generations=generations, per_device_train_batch_size=generations,
       max_completion_length=completion, save_strategy="no", gradient_checkpointing=True)
 time.sleep(0.05)
 print(json.dumps({"measured_gb": (peak["kb"] - base_kb) / 1024**2}))
-""" % LORA_RANK
+""".replace("{lora_rank}", str(LORA_RANK))
 
 
 def measure(model_dir: Path, generations: int, completion: int, steps: int, out: Path) -> float:
@@ -91,7 +91,7 @@ def main() -> None:
                   f"measured {rows[-1][6]:.0f} MB, ratio {rows[-1][6] / rows[-1][5]:.2f}")
 
     if args.write_docs:
-        table = "\n".join(f"| {h} | {l} | {w} | {g} | {c} | {e:.0f} | {m:.0f} | {m / e:.2f} |" for h, l, w, g, c, e, m in rows)
+        table = "\n".join(f"| {h} | {n} | {w} | {g} | {c} | {e:.0f} | {m:.0f} | {m / e:.2f} |" for h, n, w, g, c, e, m in rows)
         replace_section("## Memory planner", f"""## Memory planner
 
 `python benchmarks/plan_vs_measured.py --write-docs` on {machine()}.

@@ -26,8 +26,10 @@ def synthetic_rows(n: int, seed: int = 0) -> dict[str, list]:
     """GSM8K-shaped completions (right, wrong, unformatted, boxed, chatty) with their golds."""
     rng = random.Random(seed)
     completions, answers, ids = [], [], []
+    gold = 0
     for i in range(n):
-        gold = rng.randint(1, 5_000) if i % NUM_GENERATIONS == 0 else gold
+        if i % NUM_GENERATIONS == 0:  # a new prompt: its group of completions shares one gold
+            gold = rng.randint(1, 5_000)
         value = gold if rng.random() < 0.5 else gold + rng.randint(1, 9)
         reasoning = " ".join(rng.choice(["First,", "then", "we add", "because", "so", "therefore", str(value)]) for _ in range(40))
         shape = rng.randrange(4)

@@ -3,8 +3,9 @@
     python benchmarks/run_all.py [--only rewards,sandbox] [--no-docs]
 
 CPU benchmarks run everywhere; the GPU comparison runs only where CUDA is available (on CPU it is skipped
-with the reason printed). The learning demo is measured with ``grpo-lite demo`` (see docs/benchmarks.md). Each script runs in its own process, so one failure does not hide the others;
-the exit status is non-zero if any failed.
+with the reason printed). The learning demo is measured with ``grpo-lite demo`` (see docs/benchmarks.md).
+Each script runs in its own process, so one failure does not hide the others; the exit status is non-zero
+if any failed.
 """
 
 from __future__ import annotations

@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import random
 import statistics
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from rewards.extract import gold_text
 

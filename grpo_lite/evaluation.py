@@ -7,9 +7,10 @@ completions, so a report can be checked by hand. ``compare`` puts a base and a t
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from math import comb
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from rich.console import Group
 from rich.markup import escape

@@ -7,8 +7,9 @@ present because it is many times faster than transformers' ``generate``. Otherwi
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 

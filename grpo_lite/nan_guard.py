@@ -40,7 +40,7 @@ class NaNStop(TrainerCallback):
         self.switch = switch
         self.scaled = False  # fp16: the loss scaler owns overflowing gradients
 
-    def attach(self, trainer) -> "NaNStop":
+    def attach(self, trainer) -> NaNStop:
         self.scaled = getattr(trainer.accelerator, "scaler", None) is not None
         return self
 

@@ -19,8 +19,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from rewards import RewardSet, Weighted, check_rewards, resolve_rewards
 from rewards.check import ERRORS, RewardReport, reads_gold
@@ -184,7 +185,7 @@ class PreviewReport(RichReport):
 
     # Re-scoring -----------------------------------------------------------------------------------
 
-    def rescore(self, rewards: Any = None) -> "PreviewReport":
+    def rescore(self, rewards: Any = None) -> PreviewReport:
         """The same completions scored again, with ``rewards`` or, by default, the rewards as they are defined
         now: edit a reward function in its cell, run the cell, then rescore."""
         spec = current_rewards(self.rewards if rewards is None else rewards)

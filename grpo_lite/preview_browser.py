@@ -7,7 +7,7 @@ Core ipywidgets only (buttons, a dropdown, HTML), so it works in Colab's ipywidg
 from __future__ import annotations
 
 import html
-from typing import Callable
+from collections.abc import Callable
 
 from .data import question_of
 

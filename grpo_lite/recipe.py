@@ -66,10 +66,10 @@ def apply_settings(recipe: dict[str, Any], settings: list[str]) -> dict[str, Any
 
 def run_recipe(recipe: dict[str, Any], *, output_dir: str | Path | None = None, callbacks=(), resume: bool = False):
     """Load the model, prepare the data and train, as the recipe says; returns the TrainResult."""
-    from .data import load_builtin, load_rows, prepare_dataset
-    from .models import load_model
     from rewards import resolve_rewards
 
+    from .data import load_builtin, load_rows, prepare_dataset
+    from .models import load_model
     from .training import train
 
     out = Path(output_dir or recipe.get("output_dir") or "outputs/grpo-lite")

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import math
 import traceback
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from transformers import TrainerCallback
 
@@ -22,7 +23,7 @@ from rewards import reward_name
 
 from .log import logger
 from .stopping import StopSwitch
-from .time_limit import TimeLimit, TimedOut
+from .time_limit import TimedOut, TimeLimit
 
 REWARD_TIMEOUT = 600.0  # seconds per call: far more than scoring a batch takes, short of losing a night
 

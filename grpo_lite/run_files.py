@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 RUN_FILE = "run.yaml"
 METRICS_FILE = "metrics.jsonl"

@@ -7,8 +7,9 @@ steps numbered on from the previous stage and a ``stage`` field, so one history 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from .log import logger
 from .monitor.metrics import read_metrics

@@ -22,9 +22,10 @@ import faulthandler
 import sys
 import threading
 import traceback
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 GIL_GRACE = 30.0  # seconds past the limit that a caller which cannot wake is given before the process ends
 

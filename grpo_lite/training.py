@@ -20,9 +20,10 @@ can be saved and raises an error that says what to change (docs/faults.md).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from transformers import TrainerCallback
 

@@ -15,7 +15,7 @@ unbiased (n-1) standard deviation and its 1e-4 epsilon; the tests check it again
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 

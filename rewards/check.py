@@ -17,11 +17,12 @@ import inspect
 import json
 import math
 import traceback
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
-from .correctness import final_answer, gold_answers
 from .combine import reward_name
+from .correctness import final_answer, gold_answers
 from .display import RichReport
 from .extract import completion_text
 from .registry import resolve_rewards
@@ -228,7 +229,7 @@ def check_rewards(
 
 def reads_gold(func: Callable) -> bool:
     """Whether a reward takes the ``answer`` column by name, as the correctness rewards do."""
-    target = func if inspect.isfunction(func) or inspect.ismethod(func) else getattr(func, "__call__", func)
+    target = func if inspect.isfunction(func) or inspect.ismethod(func) else func.__call__
     try:
         return "answer" in inspect.signature(target).parameters
     except (TypeError, ValueError):

@@ -34,8 +34,9 @@ import json
 import operator
 import re
 import secrets
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from .combine import Combined
 from .extract import completion_text, extract_code_block, strip_reasoning

@@ -8,8 +8,8 @@ one's mean and std (``rewards/<name>/mean``), which is how a user sees which par
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Callable, Iterator
 
 
 def reward_name(func: Callable) -> str:

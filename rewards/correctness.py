@@ -18,7 +18,8 @@ import logging
 import math
 import re
 import threading
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from .extract import (
     completion_text,

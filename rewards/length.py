@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from .extract import completion_text
 

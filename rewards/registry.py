@@ -11,7 +11,8 @@ from __future__ import annotations
 import difflib
 import importlib
 import inspect
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from . import code, correctness, format, length, presets, style
 from .combine import RewardSet, Weighted, reward_name

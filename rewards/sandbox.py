@@ -32,10 +32,10 @@ import sys
 import tempfile
 import time
 import warnings
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 SANDBOX_UIDS = range(61000, 61064)  # one uid per concurrent slot, so a slot's leftovers can be reaped by uid
 MAX_PROCESSES = 32

@@ -19,10 +19,10 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 from urllib.parse import urlparse
 
 CHROMIUM = Path("/usr/bin/chromium")

@@ -6,7 +6,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from jupyter_harness import CHROMIUM, chromium_page, jupyter_lab, open_notebook, run_all_cells, wait_for_all_cells
 
 NOTEBOOK = Path(__file__).parent / "notebooks" / "dashboard_run.ipynb"

@@ -46,7 +46,8 @@ def test_missing_column_names_it_and_lists_what_exists():
     [
         ([{"question": "ok", "answer": "1"}, {"question": None, "answer": "2"}], r"row 1, column 'question': the question is empty"),
         ([{"question": "   ", "answer": "2"}], r"row 0, column 'question': the question is empty"),
-        ([{"question": "ok", "answer": "1"}, {"question": "ok", "answer": "2"}, {"question": 3, "answer": "3"}], r"row 2, column 'question': expected text, got int"),
+        ([{"question": "ok", "answer": "1"}, {"question": "ok", "answer": "2"}, {"question": 3, "answer": "3"}],
+         r"row 2, column 'question': expected text, got int"),
         ([{"question": "ok", "answer": ["1"]}], r"row 0, column 'answer': expected text or a number, got list"),
         (["not a dict"], r"row 0 is a str"),
         ([], "no rows"),

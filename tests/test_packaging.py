@@ -1,9 +1,9 @@
 """The install files agree: environment.yml with pyproject, the lock with pyproject's ranges."""
 
 import re
-import tomllib
 from pathlib import Path
 
+import tomllib
 import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
@@ -51,3 +51,11 @@ def test_lock_is_the_unsloth_compatible_stack():
     lock = (ROOT / "requirements" / "lock.txt").read_text()
     for pin in ("trl==1.15.0", "transformers==5.17.0", "torch==2.13.0"):
         assert re.search(rf"^{re.escape(pin)}$", lock, re.MULTILINE), pin
+
+
+def test_ruff_finds_nothing():
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "ruff", "check", "."], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-3000:]

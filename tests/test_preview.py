@@ -4,7 +4,6 @@ import json
 import subprocess
 import sys
 import zlib
-from pathlib import Path
 
 import pytest
 import torch

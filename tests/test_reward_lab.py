@@ -72,7 +72,8 @@ def test_a_regex_without_dotall_shows_up_as_a_constant_reward():
 
 
 def test_groups_where_every_completion_ties_are_flagged():
-    rows = [{"prompt": "q", "completion": WRONG, "answer": "7"}] * 3 + [{"prompt": "r", "completion": RIGHT, "answer": "7"}, {"prompt": "r", "completion": WRONG, "answer": "7"}]
+    rows = [{"prompt": "q", "completion": WRONG, "answer": "7"}] * 3 + [{"prompt": "r", "completion": RIGHT, "answer": "7"},
+                                                                        {"prompt": "r", "completion": WRONG, "answer": "7"}]
     report = check_rewards([numeric_correctness_reward], rows)
     tied = [p for p in report.problems if p.kind == "tied_group"]
     assert len(tied) == 1 and "group 0" in tied[0].message

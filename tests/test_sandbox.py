@@ -37,7 +37,8 @@ def hostile_programs(decoy: Path, port: int) -> dict[str, str]:
         "delete_decoy": f"import shutil\nshutil.rmtree({str(decoy)!r})\nprint('deleted')",
         "read_secret": "import os\nprint(dict(os.environ))\nprint(open('/proc/1/environ', 'rb').read())",
         "network": f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2).sendall(b'leak')\nprint('connected')",
-        "kill_parent": f"import os, signal\nfor pid in (os.getppid(), {os.getpid()}):\n    try:\n        os.kill(pid, signal.SIGKILL)\n    except OSError as e:\n        print('denied', pid, e)",
+        "kill_parent": f"import os, signal\nfor pid in (os.getppid(), {os.getpid()}):\n    try:\n        os.kill(pid, signal.SIGKILL)\n"
+                       "    except OSError as e:\n        print('denied', pid, e)",
         "daemon": textwrap.dedent("""
             import os, time
             if os.fork() == 0:

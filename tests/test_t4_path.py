@@ -74,8 +74,7 @@ def test_a_model_without_a_vllm_engine_generates_through_transformers(tiny_model
     # Unsloth sets model.fast_generate on every model, as a guard that refuses vLLM arguments when
     # fast_inference=False (unsloth/models/_utils.py, make_fast_generate_wrapper; llama.py, from_pretrained);
     # only fast_inference=True sets model.vllm_engine.
-    from grpo_lite import generate
-    from grpo_lite import inference
+    from grpo_lite import generate, inference
 
     model, tokenizer = tiny_model
 

@@ -33,6 +33,7 @@ from .health import HealthMonitor
 from .metrics import read_metrics
 from .samples import SampleLog
 from .views import Frame, make_view, resolve_view
+
 FIRST_CHART_SECONDS = 1.0  # the first chart's budget: importing matplotlib and a 6-panel PNG on a slow CPU
 
 
@@ -88,7 +89,7 @@ class LiveDashboard(TrainerCallback):
         self._last_draw_end = 0.0
         self._chart_cost = FIRST_CHART_SECONDS
 
-    def attach(self, trainer) -> "LiveDashboard":
+    def attach(self, trainer) -> LiveDashboard:
         """Give the dashboard its trainer (built after the callback, which the trainer needs first).
 
         The dashboard becomes the run's only voice: the Trainer's progress bar and per-step dict print are

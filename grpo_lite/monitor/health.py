@@ -13,8 +13,9 @@ the condition has cleared. Every threshold lives in :data:`RULES`; docs/monitori
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 
 @dataclass(frozen=True)

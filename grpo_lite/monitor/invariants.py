@@ -47,7 +47,7 @@ class InvariantChecks(TrainerCallback):
         self.trainer = trainer
         self.rewards: list[float | None] = []
 
-    def attach(self, trainer) -> "InvariantChecks":
+    def attach(self, trainer) -> InvariantChecks:
         self.trainer = trainer
         return self
 

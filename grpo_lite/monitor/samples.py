@@ -69,7 +69,7 @@ class SampleLog(TrainerCallback):
         self._rows_on_disk = None
         self._last_batch: list[tuple[str, float | None]] = []
 
-    def attach(self, trainer) -> "SampleLog":
+    def attach(self, trainer) -> SampleLog:
         self.trainer = trainer
         return self
 

@@ -8,8 +8,8 @@ there jupyter-ui-poll hands pending widget events to the button between training
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import ExitStack
-from typing import Callable
 
 
 class StopButton:
