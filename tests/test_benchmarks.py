@@ -9,6 +9,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 def test_gpu_comparison_dry_run_measures_every_variant():
     proc = subprocess.run([sys.executable, "benchmarks/gpu_compare.py", "--dry-run"], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -37,6 +38,7 @@ def test_reward_benchmark_measures_every_reward_and_the_trl_ratio():
     assert "throughput ratio: **" in proc.stdout
 
 
+@pytest.mark.slow
 def test_overhead_benchmark_ends_with_the_ratio_line():
     proc = subprocess.run([sys.executable, "benchmarks/overhead.py", "--repeats", "1", "--steps", "3"], cwd=ROOT,
                           capture_output=True, text=True, timeout=600)
@@ -70,6 +72,7 @@ def test_run_all_rejects_unknown_benchmarks():
     assert proc.returncode == 2 and "unknown benchmarks ['nope']" in proc.stderr
 
 
+@pytest.mark.slow
 def test_sandbox_benchmark_reports_the_isolation_ratio():
     proc = subprocess.run([sys.executable, "benchmarks/sandbox_bench.py", "--n", "8"], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]

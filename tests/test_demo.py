@@ -80,6 +80,7 @@ def test_demo_raises_heldout_accuracy_with_kl_on(tmp_path):
     assert mean(correctness[-third:]) > mean(correctness[:third]), "the correctness curve rises during the run"
 
 
+@pytest.mark.slow
 def test_cli_demo_runs_offline_and_writes_its_output_dir(tmp_path):
     out = tmp_path / "demo"
     command = [sys.executable, "-m", "grpo_lite", "demo", "--output-dir", str(out), "--max-steps", "2", "--n-heldout", "4",

@@ -49,6 +49,7 @@ def test_plan_as_written(tmp_path):
     assert "peak memory" in done.stdout
 
 
+@pytest.mark.slow
 def test_score_as_written(tmp_path):
     rows = [{"prompt": "What is 3 + 4?", "completion": f"<reasoning>3 + 4</reasoning><answer>{n}</answer>", "answer": "7"}
             for n in (7, 8)]
@@ -59,6 +60,7 @@ def test_score_as_written(tmp_path):
     assert "2 rows x 6 functions" in done.stdout
 
 
+@pytest.mark.slow
 def test_launch_kit_as_written(tmp_path):
     shutil.copy(ROOT / "examples" / "tiny_cpu.yaml", tmp_path / "recipe.yaml")
     done = _run("grpo-lite launch-kit recipe.yaml --out launch --num-gpus 4", tmp_path)

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -16,6 +18,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_two_processes_both_train_and_the_run_files_are_written_once(tmp_path):
     out = tmp_path / "run"
     # accelerate's --cpu launcher starts a single process unless MPI is set up; the torchrun launcher behind

@@ -131,6 +131,7 @@ def test_score_cli_takes_presets_and_the_users_own_rewards_by_import_path(tmp_pa
     assert "4 rows x 6 functions" in done.stdout and "no problems found" in done.stdout  # gsm8k is 5, plus my_reward
 
 
+@pytest.mark.slow
 def test_score_cli_fails_on_broken_rewards_and_bad_files(tmp_path):
     (tmp_path / "broken.jsonl").write_text('{"completion": "x"}\nnot json\n{"completion": "y"}\n')
     done = _score(["--rewards", "math", "--data", "broken.jsonl"], tmp_path)

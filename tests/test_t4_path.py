@@ -171,6 +171,7 @@ def _with_stub_unsloth(tmp_path, code: str, cuda: bool) -> dict | None:
     return json.loads(record.read_text()) if record.exists() else None
 
 
+@pytest.mark.slow
 def test_the_readme_import_line_imports_unsloth_first_on_a_gpu(tmp_path):
     recorded = _with_stub_unsloth(tmp_path, """
         from grpo_lite import load_model, prepare_dataset, train
@@ -178,6 +179,7 @@ def test_the_readme_import_line_imports_unsloth_first_on_a_gpu(tmp_path):
     assert recorded == {"transformers_before": False, "trl_before": False, "peft_before": False}
 
 
+@pytest.mark.slow
 def test_the_cli_imports_unsloth_first_on_a_gpu(tmp_path):
     recorded = _with_stub_unsloth(tmp_path, f"""
         from grpo_lite.cli import main
@@ -186,6 +188,7 @@ def test_the_cli_imports_unsloth_first_on_a_gpu(tmp_path):
     assert recorded == {"transformers_before": False, "trl_before": False, "peft_before": False}
 
 
+@pytest.mark.slow
 def test_unsloth_is_never_imported_without_a_gpu(tmp_path):
     assert _with_stub_unsloth(tmp_path, "from grpo_lite import load_model, train\nimport grpo_lite.training\n", cuda=False) is None
 
