@@ -52,12 +52,23 @@ def test_overhead_interval_and_verdict():
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from overhead import bootstrap_interval, ratio, verdict
 
-    baseline = [[1.0, 1.1, 0.9, 1.0]] * 3
-    slower = [[1.2, 1.3, 1.1, 1.2]] * 3
-    assert ratio(slower, baseline) == 1.2
+    baseline = [[1.0, 2.0, 1.0, 4.0]] * 3
+    slower = [[1.25, 2.5, 1.25, 5.0]] * 3
+    assert ratio(slower, baseline) == 1.25
     low, high = bootstrap_interval(slower, baseline)
-    assert 1.03 < low <= 1.2 <= high and verdict(low, high).startswith("over the aim")
+    assert 1.03 < low <= 1.25 <= high and verdict(low, high).startswith("over the aim")
     assert verdict(0.97, 1.02).startswith("within") and verdict(0.99, 1.05).startswith("inconclusive")
+
+
+def test_overhead_ratio_ignores_time_other_jobs_add_to_a_step():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from overhead import ratio
+
+    work = [1.0, 2.0, 1.0, 4.0]
+    ours = [[t * 1.02 for t in work]] * 3
+    interrupted = [[1.0, 2.9, 1.0, 4.0], [1.6, 2.0, 1.0, 4.0], [1.0, 2.0, 1.0, 4.8]]  # each repeat slowed at one step
+    assert ratio(ours, interrupted) == pytest.approx(1.02)
+    assert ratio(interrupted, [work] * 3) == pytest.approx(1.0)
 
 
 def test_run_all_names_only_scripts_that_exist():
