@@ -108,6 +108,21 @@ def chromium_page(width: int = 1400, height: int = 1000):
             browser.close()
 
 
+def screenshot_live(page, selector: str, path: str | Path, attempts: int = 20) -> None:
+    """Screenshot the element at ``selector`` while it keeps being redrawn: a live view replaces its HTML on
+    each frame, so the element found may leave the page (or never hold still) before the shot is taken; the
+    next frame's is taken."""
+    from playwright.sync_api import Error
+
+    for attempt in range(attempts):
+        try:
+            page.locator(selector).screenshot(path=str(path), timeout=10_000)
+            return
+        except Error:
+            if attempt == attempts - 1:
+                raise
+
+
 KERNEL_STATUS = """() => {
     const widget = window.jupyterapp && window.jupyterapp.shell.currentWidget;
     const kernel = widget && widget.sessionContext && widget.sessionContext.session && widget.sessionContext.session.kernel;

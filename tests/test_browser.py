@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 import pytest
-from jupyter_harness import CHROMIUM, chromium_page, jupyter_lab, open_notebook, run_all_cells, wait_for_all_cells
+from jupyter_harness import CHROMIUM, chromium_page, jupyter_lab, open_notebook, run_all_cells, screenshot_live, wait_for_all_cells
 
 NOTEBOOK = Path(__file__).parent / "notebooks" / "dashboard_run.ipynb"
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts" / "browser"
@@ -42,12 +42,12 @@ def test_dashboard_updates_live_and_the_stop_button_ends_training(tmp_path):
                 frames_seen.append(header)
             time.sleep(0.1)
         page.locator(".grpo-lite-dashboard img").wait_for(timeout=120_000)  # the charts, once they fit the budget
-        page.locator(".grpo-lite-dashboard").screenshot(path=str(ARTIFACTS / "dashboard-live.png"))
+        screenshot_live(page, ".grpo-lite-dashboard", ARTIFACTS / "dashboard-live.png")
 
         page.locator("button", has_text="Stop").click()
         summary = page.locator(".jp-OutputArea-output", has_text=re.compile(r"trained \d+ of \d+ steps"))
         summary.wait_for(timeout=120_000)
-        page.locator(".grpo-lite-dashboard").screenshot(path=str(ARTIFACTS / "dashboard-stopped.png"))
+        screenshot_live(page, ".grpo-lite-dashboard", ARTIFACTS / "dashboard-stopped.png")
         summary = summary.text_content()
 
     trained = int(re.search(r"trained (\d+) of", summary).group(1))
