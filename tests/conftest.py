@@ -5,15 +5,9 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # The tests' models are tiny: threads only wait on each other, and on a busy 2-core machine a step took 16x longer
-# with two than with one. Subprocesses (CLI, notebooks, multi-process runs) inherit the setting.
+# with two than with one. torch reads it when first imported (after this file); subprocesses (CLI, notebooks,
+# multi-process runs) inherit it.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
-
-
-@pytest.fixture(scope="session", autouse=True)
-def one_torch_thread():
-    import torch
-
-    torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="session")
