@@ -10,10 +10,10 @@ dashboard's log view). Runs are interleaved (A B, B A, ...) so machine drift hit
 timed end to end (callbacks included; the first step of each run excluded).
 
 Both runs sample the same completions step for step (same seed, same rewards; checked, up to an odd token),
-so step i is the same work in every run, and a shared machine only ever adds time to it. The estimate therefore takes, for
-each step, its fastest time over the repeats (as ``timeit`` does), and divides the sum of those for
-grpo_lite by the sum for bare TRL. Its 95% interval comes from resampling the repeats (bootstrap), so the
-noise left shows as width, not as a verdict.
+so step i is the same work in every run, and a shared machine only ever adds time to it. The estimate
+therefore takes, for each step, its fastest time over the repeats (as ``timeit`` does), and divides the sum
+of those for grpo_lite by the sum for bare TRL. Its 95% interval comes from resampling the repeats
+(bootstrap), so the noise left shows as width, not as a verdict.
 
     python benchmarks/overhead.py [--repeats 4] [--steps 12] [--write-docs]
 
@@ -69,7 +69,7 @@ class StepClock(TrainerCallback):
         if logs and "grad_norm" in logs:
             self.grad_norms.append(float(logs["grad_norm"]))
             self.reward_stds.append(float(logs.get("reward_std", 0.0)))
-            self.completion_lengths.append(round(float(logs["completions/mean_length"]), 4))
+            self.completion_lengths.append(float(logs["completions/mean_length"]))
 
     @property
     def step_times(self) -> list[float]:
@@ -172,17 +172,16 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.set_num_threads(1)  # the demo model's matrices are too small to split; one thread is steadier
-    times: dict[str, list[list[float]]] = {"trl": [], "grpo_lite": []}
-    clocks: list[StepClock] = []
+    clocks: dict[str, list[StepClock]] = {"trl": [], "grpo_lite": []}
     runners = {"trl": run_bare_trl, "grpo_lite": run_grpo_lite}
     with tempfile.TemporaryDirectory(prefix="grpo-lite-overhead-") as tmp:
         for repeat in range(args.repeats):
             for name in (["trl", "grpo_lite"] if repeat % 2 == 0 else ["grpo_lite", "trl"]):
                 clock, lora_norm = runners[name](args.steps, Path(tmp) / f"{name}-{repeat}")
                 check_learns(name, clock, lora_norm)
-                clocks.append(clock)
-                times[name].append(clock.step_times)
-    length_spread = check_same_work(clocks)
+                clocks[name].append(clock)
+    length_spread = check_same_work(clocks["trl"] + clocks["grpo_lite"])
+    times = {name: [clock.step_times for clock in runs] for name, runs in clocks.items()}
     estimate = ratio(times["grpo_lite"], times["trl"])
     low, high = bootstrap_interval(times["grpo_lite"], times["trl"])
     per_repeat = [ratio([ours], [trl]) for ours, trl in zip(times["grpo_lite"], times["trl"])]
