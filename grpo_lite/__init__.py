@@ -15,13 +15,19 @@ from importlib import import_module
 from typing import TYPE_CHECKING
 
 from .device import import_unsloth_first
+from .runtime import use_one_gpu
 
 __version__ = "0.1.0"
 
+use_one_gpu()  # before anything starts CUDA: CUDA reads CUDA_VISIBLE_DEVICES once
 import_unsloth_first()
 
 # Each public name and the module it lives in, in the order of a run.
 _EXPORTS = {
+    # check the runtime
+    "check_runtime": ".runtime",
+    "run_dir": ".runtime",
+    "NoGPU": ".runtime",
     # load a model
     "load_model": ".models",
     "choose_backend": ".models",
@@ -90,6 +96,7 @@ if TYPE_CHECKING:  # what editors and type checkers see; at run time each name l
     from .preview import PreviewReport, preview
     from .rescore import rescore_run
     from .reward_guard import RewardFailure
+    from .runtime import NoGPU, check_runtime, run_dir
     from .stages import Stage, train_stages
     from .tiny import build_tiny_model
     from .training import TrainResult, train

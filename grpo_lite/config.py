@@ -189,11 +189,14 @@ def make_config(preset: str = "auto", *, output_dir: str | Path = "outputs/grpo-
     """A validated ``trl.GRPOConfig`` from a preset (``"auto"`` picks one for this machine) and overrides."""
     from trl import GRPOConfig
 
+    from .runtime import one_gpu_per_process
+
     options = resolve_options(preset, **overrides)
     try:
-        return GRPOConfig(output_dir=str(output_dir), **options)
+        config = GRPOConfig(output_dir=str(output_dir), **options)
     except ValueError as error:  # TRL's own checks, for combinations not covered above
         raise ConfigError(f"GRPOConfig rejected the options: {error}") from error
+    return one_gpu_per_process(config)
 
 
 def config_to_dict(config) -> dict[str, Any]:
