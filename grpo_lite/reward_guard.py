@@ -1,18 +1,19 @@
 """Reward functions that cannot kill or hang a long run, and the stop that ends one whose reward keeps failing.
 
-A reward that raises, returns the wrong number of scores or an infinite one, or runs past its time limit
-(``reward_timeout``, :data:`REWARD_TIMEOUT` by default), is reported once with its name and traceback (for
-a hang: the stack where it was stuck), and that batch scores ``None`` (TRL skips it) instead of losing
-hours of training. If it keeps failing, :class:`RewardFailureStop` stops the run with a checkpoint and
-``train`` raises :class:`RewardFailure` naming it.
+A reward that raises, returns what is not scores (the lab's gate, :func:`rewards.calling.score_violations`:
+the wrong number of them, NaN, inf), or runs past its time limit (``reward_timeout``, :data:`REWARD_TIMEOUT`
+by default), is reported once with its name and traceback (for a hang: the stack where it was stuck), and
+that batch scores ``None`` (TRL skips it) instead of losing hours of training. If it keeps failing,
+:class:`RewardFailureStop` stops the run with a checkpoint and ``train`` raises :class:`RewardFailure`
+naming it.
 
-A call that runs past its limit cannot be stopped (see :mod:`grpo_lite.time_limit`): it is left running
-in its worker thread and training goes on without its scores.
+Each reward runs where TRL runs it (see :mod:`grpo_lite.time_limit`): a plain function on the training
+thread, stopped there when it runs past its limit; off the main thread it runs without a limit, and
+:func:`unlimited` says which and why.
 """
 
 from __future__ import annotations
 
-import math
 import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -20,10 +21,11 @@ from typing import Any
 from transformers import TrainerCallback
 
 from rewards import reward_name
+from rewards.calling import is_async_reward, score_violations
 
 from .log import logger
 from .stopping import StopSwitch
-from .time_limit import TimedOut, TimeLimit
+from .time_limit import TimedOut, TimeLimit, unavailable_reason
 
 REWARD_TIMEOUT = 600.0  # seconds per call: far more than scoring a batch takes, short of losing a night
 
@@ -40,7 +42,10 @@ class GuardedReward:
         self.func = func
         self.__name__ = reward_name(func)
         self.timeout = timeout
-        self.limit = TimeLimit(timeout, name=f"reward {self.__name__}") if timeout is not None else None
+        # async rewards run on an event loop of their own, which any thread can time
+        self.unlimited_reason = None if timeout is None or is_async_reward(func) else unavailable_reason()
+        limited = timeout is not None and self.unlimited_reason is None
+        self.limit = TimeLimit(timeout, name=f"reward {self.__name__}") if limited else None
         self.calls = 0
         self.failures = 0
         self.consecutive_failures = 0
@@ -54,20 +59,18 @@ class GuardedReward:
         self.last_error = message
         return [None] * n
 
+    _FATE = "It was stopped there."
+
     def _hung(self, hang: TimedOut, n: int) -> list[None]:
         return self._failed(
-            f"it did not return within reward_timeout={hang.seconds:g} s. It was here:\n{hang.stack}"
-            "It is left running in the background (a thread cannot be stopped). Fix the function (a timeout for its "
-            "network calls, no input()), or raise reward_timeout if scoring a batch really takes this long.", n)
+            f"it did not return within reward_timeout={hang.seconds:g} s. It was here:\n{hang.stack}{self._FATE} "
+            "Fix the function (a timeout for its network calls, no input()), or raise reward_timeout "
+            "(train(..., reward_timeout=...), None for no limit) if scoring a batch really takes this long.", n)
 
     def _checked(self, scores: Any, n: int) -> list[float | None]:
-        if not isinstance(scores, (list, tuple)) or len(scores) != n:
-            got = f"{len(scores)} values" if isinstance(scores, (list, tuple)) else type(scores).__name__
-            return self._failed(f"it returned {got} for {n} completions; return one float (or None) per completion", n)
-        infinite = next((i for i, s in enumerate(scores) if isinstance(s, (int, float)) and math.isinf(s)), None)
-        if infinite is not None:
-            return self._failed(f"it returned {scores[infinite]} for completion {infinite}; return finite floats "
-                                "(None for a completion it cannot score)", n)
+        violations = score_violations(scores, n)
+        if violations:
+            return self._failed(f"it {violations[0].message}", n)
         self.consecutive_failures = 0
         return list(scores)
 
@@ -88,6 +91,8 @@ class GuardedReward:
 class AsyncGuardedReward(GuardedReward):
     """:class:`GuardedReward` for ``async def`` reward functions (TRL awaits them concurrently)."""
 
+    _FATE = "Code that blocks its event loop cannot be stopped: it is left running there, on a loop of its own."
+
     async def __call__(self, *args, completions=(), **kwargs):
         self.calls += 1
         try:
@@ -104,11 +109,19 @@ class AsyncGuardedReward(GuardedReward):
 
 def guard(func: Callable, timeout: float | None = REWARD_TIMEOUT) -> GuardedReward:
     """``func`` wrapped so that its failures and hangs score ``None``; async functions stay async."""
-    from trl.trainer.utils import is_async_callable
-
     if isinstance(func, GuardedReward):
         return func
-    return AsyncGuardedReward(func, timeout) if is_async_callable(func) else GuardedReward(func, timeout)
+    return AsyncGuardedReward(func, timeout) if is_async_reward(func) else GuardedReward(func, timeout)
+
+
+def unlimited(rewards: Sequence[GuardedReward]) -> str | None:
+    """One line naming the rewards that run without the time limit asked for, and why; None when there are none."""
+    unlimited = [r for r in rewards if r.unlimited_reason is not None]
+    if not unlimited:
+        return None
+    names = ", ".join(repr(r.__name__) for r in unlimited)
+    return (f"reward_timeout does not apply to {names}: {unlimited[0].unlimited_reason}. "
+            "They run as under plain TRL; a hang in one of them hangs the run.")
 
 
 class RewardFailureStop(TrainerCallback):

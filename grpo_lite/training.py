@@ -37,7 +37,7 @@ from .monitor.metrics import MetricsLog, read_metrics
 from .monitor.samples import SampleLog
 from .nan_guard import NaNStop
 from .resume import resume_checkpoint
-from .reward_guard import REWARD_TIMEOUT, GuardedReward, RewardFailureStop, guard
+from .reward_guard import REWARD_TIMEOUT, GuardedReward, RewardFailureStop, guard, unlimited
 from .run_files import RUN_FILE
 from .stopping import InterruptStops, StopSwitch
 
@@ -158,6 +158,8 @@ def train(
                                         temperature=config.temperature, max_new_tokens=config.max_completion_length)]
 
     guarded = [guard(f, reward_timeout) for f in funcs]
+    if (unlimited_rewards := unlimited(guarded)) is not None:
+        logger.warning(unlimited_rewards)
     run = run_record(model, guarded)
     checkpoint = resume_checkpoint(output_dir, config, **run) if resume else None
     if is_main_process():

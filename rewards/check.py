@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import inspect
 import json
-import math
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .calling import call_reward, score_violations
 from .combine import reward_name
 from .correctness import final_answer, gold_answers
 from .display import RichReport
@@ -54,6 +54,8 @@ class RewardReport(RichReport):
     rows: list[dict[str, Any]]
     problems: list[Problem] = field(default_factory=list)
     settings: dict[str, Any] = field(default_factory=dict)
+    logged_metrics: dict[str, list[float]] = field(default_factory=dict)
+    logged_columns: dict[str, list[Any]] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -107,9 +109,11 @@ def _columns(samples: Sequence[dict[str, Any]]) -> dict[str, list[Any]]:
 
 
 def _call(func: Callable, samples: Sequence[dict[str, Any]], extra: dict[str, Any]) -> list[Any]:
-    return func(
+    return call_reward(
+        func,
         prompts=[row.get("prompt") for row in samples],
         completions=[row.get("completion") for row in samples],
+        completion_ids=[row["completion_ids"] for row in samples],
         **_columns(samples),
         **extra,
     )
@@ -130,19 +134,12 @@ def _score_function(func: Callable, name: str, samples: Sequence[dict[str, Any]]
         if not problems:
             problems.append(Problem("exception", traceback.format_exc(limit=-1).strip(), name))
         return [None] * n, problems
-    if not isinstance(scores, (list, tuple)) or len(scores) != n:
-        got = f"{len(scores)} scores" if isinstance(scores, (list, tuple)) else f"a {type(scores).__name__}"
-        return [None] * n, [Problem("wrong_length", f"returned {got} for {n} completions; return one per completion", name)]
-    clean: list[float | None] = []
-    problems = []
-    for i, score in enumerate(scores):
-        if score is None:
-            clean.append(None)
-        elif not isinstance(score, (int, float)) or not math.isfinite(score):
-            problems.append(Problem("not_a_number", f"returned {score!r}; return a finite float or None", name, i))
-            clean.append(None)
-        else:
-            clean.append(float(score))
+    violations = score_violations(scores, n)
+    if any(v.kind == "wrong_length" for v in violations):
+        return [None] * n, [Problem(v.kind, v.message, name) for v in violations]
+    problems = [Problem(v.kind, v.message, name, v.row) for v in violations]
+    bad = {v.row for v in violations}
+    clean = [None if score is None or i in bad else float(score) for i, score in enumerate(scores)]
     scored = [s for s in clean if s is not None]
     if n >= 2 and len(scored) == n and len(set(scored)) == 1:
         problems.append(Problem("constant", f"scores {scored[0]:g} for every sample: it carries no signal here", name))
@@ -172,12 +169,16 @@ def check_rewards(
     scale_rewards: str = "group",
     multi_objective_aggregation: str = "sum_then_normalize",
     completion_chars: int = 80,
+    trainer_state: Any = None,
 ) -> RewardReport:
     """Score ``samples`` with every function and report per-row scores, advantages and problems.
 
     ``reward_funcs`` is anything ``grpo_lite.train`` takes as rewards (functions, names, presets,
     ``"module:function"``, ``RewardSet`` / ``weighted``); their weights count as in training. The advantage
     settings are ``GRPOConfig``'s (``reward_weights``, ``scale_rewards``, ``multi_objective_aggregation``).
+    Each function is called as TRL calls it (:func:`rewards.calling.call_reward`: ``async`` ones awaited,
+    ``trainer_state`` a Trainer's state before its first step unless given); what it logs through
+    ``log_metric`` / ``log_extra`` is in ``report.logged_metrics`` / ``report.logged_columns``.
     """
     funcs, set_weights = resolve_rewards(reward_funcs)
     weights = list(reward_weights) if reward_weights is not None else set_weights
@@ -198,7 +199,14 @@ def check_rewards(
     ]
     readable = [row if _readable(row["completion"]) else {**row, "completion": ""} for row in rows_in]
     # Token ids when the rows carry them (a model's own completions); else one "token" per UTF-8 byte.
-    extra = {"completion_ids": [r.get("completion_ids") or list(completion_text(r["completion"]).encode()) for r in readable]}
+    readable = [{**r, "completion_ids": r.get("completion_ids") or list(completion_text(r["completion"]).encode())} for r in readable]
+    logged_metrics: dict[str, list[float]] = {}
+    logged_columns: dict[str, list[Any]] = {}
+    extra = {
+        "trainer_state": trainer_state if trainer_state is not None else _trainer_state(),
+        "log_metric": lambda name, value: logged_metrics.setdefault(name, []).append(value),
+        "log_extra": lambda column, values: logged_columns.setdefault(column, []).extend(values),
+    }
     scores: dict[str, list[float | None]] = {}
     for func, name in zip(funcs, names):
         scores[name], found = _score_function(func, name, readable, extra)
@@ -224,7 +232,17 @@ def check_rewards(
         })
     problems += _advantages(rows, names, weights, scale_rewards, multi_objective_aggregation)
     settings = {"reward_weights": weights, "scale_rewards": scale_rewards, "multi_objective_aggregation": multi_objective_aggregation}
-    return RewardReport(functions=names, rows=rows, problems=problems, settings=settings)
+    return RewardReport(functions=names, rows=rows, problems=problems, settings=settings,
+                        logged_metrics=logged_metrics, logged_columns=logged_columns)
+
+
+def _trainer_state():
+    """What a reward reading ``trainer_state`` sees in the lab: the Trainer's state before its first step."""
+    try:
+        from transformers import TrainerState
+    except ImportError:  # rewards runs without transformers; a reward that reads the state then gets None
+        return None
+    return TrainerState()
 
 
 def reads_gold(func: Callable) -> bool:

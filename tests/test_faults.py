@@ -16,6 +16,7 @@ from grpo_lite import out_of_memory as oom
 from grpo_lite.nan_guard import NaNDetected
 from grpo_lite.resume import latest_checkpoint
 from grpo_lite.reward_guard import guard
+from rewards import check_rewards
 
 RUN = dict(preset="cpu-smoke", num_generations=4, per_device_train_batch_size=4, max_completion_length=8,
            save_steps=2, dashboard=False)
@@ -174,13 +175,19 @@ def test_a_reward_that_hangs_scores_none_and_repeated_hangs_stop_with_a_checkpoi
            f"{kind} reward sleeping {NAP_S} s at steps 2-4, reward_timeout=1", stopped.value, outcome)
 
 
-def test_an_infinite_score_is_a_reward_failure_not_a_poisoned_batch():
+@pytest.mark.parametrize("bad", [float("inf"), float("nan")], ids=["inf", "nan"])
+def test_a_non_finite_score_is_a_reward_failure_as_in_the_reward_lab(bad):
+    # inf would make a group's advantages NaN; a NaN the function computed would be read by TRL as None and
+    # silently drop its completion. The lab refuses both with the same words.
     def overflowing_reward(completions, **kwargs):
-        return [1.0, float("inf")]
+        return [1.0, bad]
 
     guarded = guard(overflowing_reward)
     assert guarded(completions=["a", "b"]) == [None, None]
-    assert guarded.consecutive_failures == 1 and "returned inf for completion 1" in guarded.last_error
+    lab = check_rewards([overflowing_reward], [{"completion": "a"}, {"completion": "b"}])
+    assert guarded.consecutive_failures == 1 and not lab.ok
+    assert f"returned {bad!r} for completion 1; return a finite float" in guarded.last_error
+    assert lab.problems[0].message in guarded.last_error
 
 
 def test_a_save_that_fills_the_disk_keeps_the_previous_checkpoint_and_says_what_it_needs(tiny_model, arithmetic, tmp_path,

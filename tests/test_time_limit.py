@@ -1,14 +1,18 @@
 """TimeLimit: calls that hang are given up after their limit, with the stack where they hung."""
 
 import asyncio
+import os
+import signal
 import subprocess
 import sys
 import textwrap
 import threading
+import time
 
 import pytest
 
-from grpo_lite.time_limit import TimedOut, TimeLimit
+from grpo_lite import time_limit
+from grpo_lite.time_limit import SIGNAL, TimedOut, TimeLimit, unavailable_reason
 
 
 def test_an_awaiting_coroutine_is_reported_where_it_waits_and_cancelled():
@@ -36,14 +40,81 @@ def test_a_function_s_own_timeout_error_is_its_error_not_a_hang():
         TimeLimit(5).call(times_out)
 
 
-def test_the_next_call_gets_a_new_worker_while_the_abandoned_one_still_runs():
-    release = threading.Event()
-    limit = TimeLimit(0.2)
-    with pytest.raises(TimedOut):
-        limit.call(release.wait)
-    assert limit.call(lambda: threading.current_thread().name) == "grpo-lite call"
-    assert sum(t.name == "grpo-lite call" for t in threading.enumerate()) >= 2  # the first one still waits
-    release.set()
+def test_a_plain_call_runs_on_the_calling_thread_and_is_stopped_there():
+    threads, stopped = [], []
+
+    def busy_then_asleep(spin):
+        threads.append(threading.current_thread())
+        try:
+            while spin:  # pure Python, then a blocking call: both are cut off where they are
+                pass
+            time.sleep(60)
+        except BaseException:
+            stopped.append(spin)
+            raise
+
+    limit = TimeLimit(0.3)
+    for spin in (True, False):
+        started = time.monotonic()
+        with pytest.raises(TimedOut) as hang:
+            limit.call(busy_then_asleep, spin)
+        assert time.monotonic() - started < 30 and "in busy_then_asleep" in hang.value.stack
+        assert "grpo_lite/time_limit.py" not in hang.value.stack  # the stack starts at the call
+    assert threads == [threading.main_thread()] * 2 and stopped == [True, False]
+    assert limit.call(lambda: 7) == 7  # and the next call runs normally
+
+
+def test_math_verify_keeps_its_own_signal_timeouts_inside_the_limit():
+    # math-verify's parse/verify time themselves with signal.alarm (math_verify/utils.py `timeout`), which only
+    # the main thread may set: off it, parse and verify raise "doesn't support threaded environment" (math_verify/parser.py, grader.py).
+    from math_verify import parse, verify
+
+    def equivalent(gold, answer):
+        return verify(parse(gold), parse(answer))
+
+    assert TimeLimit(5).call(equivalent, "$\\frac{1}{2}$", "0.5") is True
+
+    off_main = []
+
+    def in_a_thread():
+        try:
+            equivalent("$\\frac{1}{2}$", "0.5")
+        except ValueError as error:
+            off_main.append(str(error))
+
+    worker = threading.Thread(target=in_a_thread)
+    worker.start()
+    worker.join()
+    assert "doesn't support threaded environment" in off_main[0]  # what moving the call to a thread would do
+
+
+def test_off_the_main_thread_a_call_is_refused_with_the_reason():
+    reasons, errors = [], []
+
+    def in_a_thread():
+        reasons.append(unavailable_reason())
+        try:
+            TimeLimit(1, name="reward f").call(sum, [1])
+        except RuntimeError as error:
+            errors.append(str(error))
+
+    worker = threading.Thread(target=in_a_thread)
+    worker.start()
+    worker.join()
+    assert unavailable_reason() is None
+    assert "off the main thread" in reasons[0] and errors[0].startswith("reward f cannot be time-limited: it is called off")
+
+
+def test_a_signal_that_is_not_a_deadline_s_goes_to_the_handler_installed_before():
+    received = []
+    previous = signal.signal(SIGNAL, lambda signum, frame: received.append(signum))
+    try:
+        time_limit._dispatcher = None  # the dispatcher is installed at the first limited call and keeps what was there
+        TimeLimit(5).call(lambda: os.kill(os.getpid(), SIGNAL) or time.sleep(0.05))
+        assert received == [SIGNAL]
+    finally:
+        signal.signal(SIGNAL, previous)
+        time_limit._dispatcher = None
 
 
 def test_limits_must_be_positive():
