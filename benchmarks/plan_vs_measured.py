@@ -77,7 +77,7 @@ def main() -> None:
             model_dir = build_tiny_model(Path(tmp) / f"model-{hidden}-{layers}", hidden_size=hidden, num_layers=layers,
                                          num_heads=8, num_kv_heads=2, intermediate_size=width)
             estimate = plan(str(model_dir), gpu=1024, num_generations=generations, max_prompt_tokens=PROMPT_TOKENS,
-                            max_completion_tokens=completion, lora_rank=LORA_RANK, load_in_4bit=False,
+                            max_completion_length=completion, lora_rank=LORA_RANK, load_in_4bit=False,
                             weight_bytes=4, overhead_gb=0.0, logits="full")  # the CPU stand-in holds full logits
             return estimate.total_gb, measure(model_dir, generations, completion, args.steps, Path(tmp) / "run")
 

@@ -7,12 +7,15 @@ import os
 import sys
 from pathlib import Path
 
+from .renamed import OldFlag
+
 
 def _demo(args) -> int:
     from .demo import run_demo
     from .run_files import DEMO_EVAL_FILE
 
-    run_demo(args.output_dir, max_steps=args.max_steps, seed=args.seed, n_heldout=args.n_heldout, pass_k=args.pass_k)
+    run_demo(args.output_dir, max_steps=args.max_steps, seed=args.seed, heldout_n=args.heldout_n,
+             heldout_samples=args.heldout_samples)
     print(f"grpo-lite demo: held-out scores in {args.output_dir / DEMO_EVAL_FILE}; run files in {args.output_dir}")
     return 0
 
@@ -85,7 +88,7 @@ def _plan(args) -> int:
 
     gpu = float(args.gpu) if args.gpu.replace(".", "", 1).isdigit() else args.gpu
     try:
-        result = plan(args.model, gpu, args.num_generations, args.max_prompt_tokens, args.max_completion_tokens,
+        result = plan(args.model, gpu, args.num_generations, args.max_prompt_tokens, args.max_completion_length,
                       args.lora_rank, not args.no_4bit, gpu_memory_utilization=args.gpu_memory_utilization)
     except PlanError as error:
         print(f"grpo-lite: {error}", file=sys.stderr)
@@ -113,8 +116,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--output-dir", type=Path, default=Path("outputs/demo"))
     demo.add_argument("--max-steps", type=int, default=100)
     demo.add_argument("--seed", type=int, default=0)
-    demo.add_argument("--n-heldout", type=int, default=200, help="held-out questions scored before and after")
-    demo.add_argument("--pass-k", type=int, default=8, help="sampled answers per question for pass@k (1: none)")
+    demo.add_argument("--heldout-n", type=int, default=200, help="held-out questions scored before and after")
+    demo.add_argument("--heldout-samples", type=int, default=8, help="sampled answers per question for pass@k (1: none)")
+    demo.add_argument("--n-heldout", type=int, dest="heldout_n", action=OldFlag, help=argparse.SUPPRESS)
+    demo.add_argument("--pass-k", type=int, dest="heldout_samples", action=OldFlag, help=argparse.SUPPRESS)
     demo.set_defaults(handler=_demo)
 
     run = commands.add_parser("train", help="train from a run YAML (model, dataset, rewards, preset, overrides)")
@@ -149,7 +154,9 @@ def build_parser() -> argparse.ArgumentParser:
     memory.add_argument("--gpu", default="T4", help="GPU name (T4, L4, A100, ...) or memory in GB")
     memory.add_argument("--num-generations", type=int, default=8)
     memory.add_argument("--max-prompt-tokens", type=int, default=256)
-    memory.add_argument("--max-completion-tokens", type=int, default=512)
+    memory.add_argument("--max-completion-length", type=int, default=512)
+    memory.add_argument("--max-completion-tokens", type=int, dest="max_completion_length", action=OldFlag,
+                        help=argparse.SUPPRESS)
     memory.add_argument("--lora-rank", type=int, default=16)
     memory.add_argument("--no-4bit", action="store_true", help="16-bit base weights instead of 4-bit")
     memory.add_argument("--gpu-memory-utilization", type=float, default=None, help="vLLM's share (fast_inference)")

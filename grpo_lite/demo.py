@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from .renamed import accepts_old_names
 from .run_files import DEMO_EVAL_FILE, write_json
 
 DEMO_MODEL_DIR = Path(__file__).parent / "assets" / "demo-model"
@@ -47,26 +48,27 @@ def _scores(report) -> dict[str, Any]:
             "pass_at_k": {str(k): v for k, v in report.pass_at_k.items()}}
 
 
+@accepts_old_names("n_heldout", "pass_k")
 def run_demo(
     output_dir: str | Path = "outputs/demo",
     *,
     max_steps: int = 100,
     seed: int = 0,
-    n_heldout: int = HELDOUT_QUESTIONS,
-    pass_k: int = 8,
+    heldout_n: int = HELDOUT_QUESTIONS,
+    heldout_samples: int = 8,
     model_dir: str | Path = DEMO_MODEL_DIR,
     dashboard: bool | str = True,
     **overrides: Any,
 ) -> dict[str, Any]:
-    """GRPO-train the demo model and return ``{"before": {...}, "after": {...}, "n_heldout": n}``.
+    """GRPO-train the demo model and return ``{"before": {...}, "after": {...}, "heldout_n": n}``.
 
-    ``before`` and ``after`` hold greedy ``accuracy``, ``format_rate`` and ``pass_at_k`` (from ``pass_k``
-    sampled completions per question; ``pass_k=1`` skips sampling) on ``n_heldout`` questions that neither
+    ``before`` and ``after`` hold greedy ``accuracy``, ``format_rate`` and ``pass_at_k`` (from ``heldout_samples``
+    sampled completions per question; ``heldout_samples=1`` skips sampling) on ``heldout_n`` questions that neither
     the demo model nor this run trained on. ``overrides`` are GRPOConfig fields passed to :func:`grpo_lite.train`.
     Run files (run.yaml, metrics.jsonl, the trained weights) and ``demo_eval.json`` go to ``output_dir``.
     """
-    if not 1 <= n_heldout <= HELDOUT_QUESTIONS:
-        raise ValueError(f"n_heldout={n_heldout}: use 1 to {HELDOUT_QUESTIONS}, the held-out questions the demo model "
+    if not 1 <= heldout_n <= HELDOUT_QUESTIONS:
+        raise ValueError(f"heldout_n={heldout_n}: use 1 to {HELDOUT_QUESTIONS}, the held-out questions the demo model "
                          "never trained on")
     from transformers import set_seed
 
@@ -80,7 +82,7 @@ def run_demo(
     # below trains where it sits.
     model, tokenizer = load_model(str(model_dir), lora_rank=None, backend="cpu")
     # No system prompt: the demo model learned to answer bare questions, and byte tokens make prompts long.
-    heldout = prepare_dataset(heldout_arithmetic_problems(n_heldout), system_prompt=None)
+    heldout = prepare_dataset(heldout_arithmetic_problems(heldout_n), system_prompt=None)
     dataset = prepare_dataset(load_builtin("arithmetic"), system_prompt=None)
 
     options = {
@@ -96,7 +98,7 @@ def run_demo(
     }
     with _one_thread():
         result = train(model, tokenizer, dataset, DEMO_REWARDS, preset="cpu-smoke", output_dir=output_dir,
-                       dashboard=dashboard, heldout=heldout, heldout_n=None, heldout_samples=pass_k, **options)
-    report = {"before": _scores(result.evaluation.base), "after": _scores(result.evaluation.trained), "n_heldout": n_heldout}
+                       dashboard=dashboard, heldout=heldout, heldout_n=None, heldout_samples=heldout_samples, **options)
+    report = {"before": _scores(result.evaluation.base), "after": _scores(result.evaluation.trained), "heldout_n": heldout_n}
     write_json(output_dir / DEMO_EVAL_FILE, report)
     return report

@@ -1,7 +1,7 @@
 """Held-out evaluation: how often the model is right, well formatted, and what each reward says.
 
 ``evaluate`` generates one greedy completion per row (accuracy, format rate, mean rewards) and, with
-``num_samples=k``, k sampled completions per row for pass@k. ``score`` does the arithmetic on given
+``heldout_samples=k``, k sampled completions per row for pass@k. ``score`` does the arithmetic on given
 completions, so a report can be checked by hand. ``compare`` puts a base and a trained report side by side.
 """
 
@@ -20,6 +20,7 @@ from rewards import resolve_rewards, reward_name
 from rewards.display import RichReport
 
 from .inference import generate
+from .renamed import accepts_old_names
 
 EXAMPLES_SHOWN = 3
 
@@ -36,21 +37,21 @@ def _default_format():
     return soft_xml_format_reward
 
 
-def pass_at_k(num_samples: int, num_correct: int, k: int) -> float:
-    """Chance that at least one of k completions drawn from ``num_samples`` (``num_correct`` right) is right.
+def pass_at_k(samples: int, num_correct: int, k: int) -> float:
+    """Chance that at least one of k completions drawn from ``samples`` (``num_correct`` right) is right.
 
     The unbiased estimator 1 - C(n-c, k) / C(n, k) of Chen et al. (2021), "Evaluating Large Language Models
     Trained on Code".
     """
-    if k > num_samples:
-        raise ValueError(f"pass@{k} needs at least {k} samples per row; raise num_samples to {k}")
-    return 1.0 - comb(num_samples - num_correct, k) / comb(num_samples, k)
+    if k > samples:
+        raise ValueError(f"pass@{k} needs at least {k} samples per row; raise heldout_samples to {k}")
+    return 1.0 - comb(samples - num_correct, k) / comb(samples, k)
 
 
-def powers_of_two(num_samples: int) -> list[int]:
-    """1, 2, 4, ... up to num_samples, and num_samples itself."""
-    ks = [k for k in (2**i for i in range(num_samples.bit_length())) if k <= num_samples]
-    return sorted({*ks, num_samples})
+def powers_of_two(samples: int) -> list[int]:
+    """1, 2, 4, ... up to samples, and samples itself."""
+    ks = [k for k in (2**i for i in range(samples.bit_length())) if k <= samples]
+    return sorted({*ks, samples})
 
 
 @dataclass
@@ -157,48 +158,49 @@ def score(
     )
 
 
+@accepts_old_names("n", "num_samples", "max_new_tokens")
 def evaluate(
     model,
     tokenizer,
     dataset,
     rewards: Any = None,
     *,
-    n: int | None = None,
-    num_samples: int = 1,
-    max_new_tokens: int = 128,
+    heldout_n: int | None = None,
+    heldout_samples: int = 1,
+    max_completion_length: int = 128,
     temperature: float = 1.0,
     batch_size: int = 16,
     seed: int = 0,
     correctness: Callable | None = None,
     format_reward: Callable | None = None,
 ) -> EvalReport:
-    """Evaluate ``model`` on the first ``n`` rows of a ``prepare_dataset`` dataset (``prompt`` and ``answer``).
+    """Evaluate ``model`` on the first ``heldout_n`` rows of a ``prepare_dataset`` dataset (``prompt`` and ``answer``).
 
     Example::
 
-        report = evaluate(model, tokenizer, test_set, rewards="gsm8k", n=200, num_samples=4)
+        report = evaluate(model, tokenizer, test_set, rewards="gsm8k", heldout_n=200, heldout_samples=4)
         report.accuracy, report.pass_at_k[4]
 
-    Accuracy and format rate use one greedy completion per row; ``num_samples > 1`` also draws that many
+    Accuracy and format rate use one greedy completion per row; ``heldout_samples > 1`` also draws that many
     completions at ``temperature`` (seeded by ``seed``) for pass@k.
     """
     import torch
 
-    rows = [dict(row) for row in (dataset.select(range(min(n, len(dataset)))) if n is not None else dataset)]
+    rows = [dict(row) for row in (dataset.select(range(min(heldout_n, len(dataset)))) if heldout_n is not None else dataset)]
     if not rows:
-        raise ValueError("evaluate: the dataset is empty (or n=0); pass at least one row")
+        raise ValueError("evaluate: the dataset is empty (or heldout_n=0); pass at least one row")
     if "prompt" not in rows[0]:
         raise ValueError("evaluate: the dataset has no 'prompt' column; build it with grpo_lite.prepare_dataset")
     prompts = [row["prompt"] for row in rows]
-    options = dict(max_new_tokens=max_new_tokens, batch_size=batch_size)
+    options = dict(max_completion_length=max_completion_length, batch_size=batch_size)
     greedy = generate(model, tokenizer, prompts, **options)
     sampled = None
-    if num_samples > 1:
+    if heldout_samples > 1:
         with torch.random.fork_rng():  # seeded, and the caller's random stream (a training run's) left as it was
             torch.manual_seed(seed)
             flat = generate(model, tokenizer, prompts, do_sample=True, temperature=temperature,
-                            num_return_sequences=num_samples, **options)
-        sampled = [flat[i * num_samples : (i + 1) * num_samples] for i in range(len(rows))]
+                            num_return_sequences=heldout_samples, **options)
+        sampled = [flat[i * heldout_samples : (i + 1) * heldout_samples] for i in range(len(rows))]
     return score(rows, greedy, rewards, sampled=sampled, correctness=correctness, format_reward=format_reward)
 
 

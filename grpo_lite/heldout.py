@@ -1,7 +1,7 @@
 """Held-out evaluation around a training run: the same rows scored before the first step and after the last.
 
 ``train(heldout=...)`` adds :class:`HeldoutEvaluation`: it evaluates greedily (plus pass@k with
-``num_samples > 1``) when training begins and ends, says both side by side, keeps them as
+``heldout_samples > 1``) when training begins and ends, says both side by side, keeps them as
 ``comparison`` and writes them to ``eval.json`` in the run folder.
 """
 
@@ -26,16 +26,17 @@ def check_heldout(heldout) -> None:
 
 
 class HeldoutEvaluation(TrainerCallback):
-    """Evaluates ``dataset`` (its first ``n`` rows) with ``rewards`` when training begins and ends."""
+    """Evaluates ``dataset`` (its first ``heldout_n`` rows) with ``rewards`` when training begins and ends."""
 
-    def __init__(self, tokenizer, dataset, rewards: Any, output_dir: str | Path, *, n: int | None = 200,
-                 num_samples: int = 1, temperature: float = 1.0, max_new_tokens: int = 128):
+    def __init__(self, tokenizer, dataset, rewards: Any, output_dir: str | Path, *, heldout_n: int | None = 200,
+                 heldout_samples: int = 1, temperature: float = 1.0, max_completion_length: int = 128):
         check_heldout(dataset)
         self.tokenizer = tokenizer
         self.dataset = dataset
         self.rewards = rewards
         self.path = Path(output_dir) / EVAL_FILE
-        self.options = dict(n=n, num_samples=num_samples, temperature=temperature, max_new_tokens=max_new_tokens)
+        self.options = dict(heldout_n=heldout_n, heldout_samples=heldout_samples, temperature=temperature,
+                            max_completion_length=max_completion_length)
         self.before = None
         self.comparison: Comparison | None = None
 

@@ -13,6 +13,8 @@ from typing import Any
 
 import torch
 
+from .renamed import accepts_old_names
+
 
 def _prompt_texts(tokenizer, prompts_or_messages: Sequence[Any]) -> list[str]:
     """Chat message lists go through the chat template, ready for the assistant's turn; strings stay as they are."""
@@ -47,12 +49,12 @@ class Completion:
     truncated: bool
 
 
-def _vllm_sample(model, texts, *, max_new_tokens, do_sample, num_return_sequences, temperature, top_p, top_k, min_p,
+def _vllm_sample(model, texts, *, max_completion_length, do_sample, num_return_sequences, temperature, top_p, top_k, min_p,
                  repetition_penalty) -> list[Completion]:
     from vllm import SamplingParams
 
     params = SamplingParams(
-        max_tokens=max_new_tokens,
+        max_tokens=max_completion_length,
         temperature=temperature if do_sample else 0.0,
         top_p=top_p,
         top_k=top_k if top_k else -1,  # vLLM's "no top-k" is -1, TRL's and transformers' is 0
@@ -66,7 +68,7 @@ def _vllm_sample(model, texts, *, max_new_tokens, do_sample, num_return_sequence
             for output in outputs for choice in output.outputs]
 
 
-def _transformers_sample(model, tokenizer, texts, *, max_new_tokens, do_sample, num_return_sequences, temperature, top_p,
+def _transformers_sample(model, tokenizer, texts, *, max_completion_length, do_sample, num_return_sequences, temperature, top_p,
                          top_k, min_p, repetition_penalty, batch_size) -> list[Completion]:
     padding_side = tokenizer.padding_side
     tokenizer.padding_side = "left"
@@ -86,7 +88,7 @@ def _transformers_sample(model, tokenizer, texts, *, max_new_tokens, do_sample, 
             with torch.no_grad():
                 output = model.generate(
                     **batch,
-                    max_new_tokens=max_new_tokens,
+                    max_new_tokens=max_completion_length,  # transformers' name for it
                     do_sample=do_sample,
                     num_return_sequences=num_return_sequences,
                     pad_token_id=pad_token_id,
@@ -97,19 +99,20 @@ def _transformers_sample(model, tokenizer, texts, *, max_new_tokens, do_sample, 
                 end = next((i for i, token in enumerate(row) if token in stops), None)
                 tokens = row if end is None else row[:end]
                 completions.append(Completion(tokenizer.decode(tokens, skip_special_tokens=True),
-                                              tuple(row if end is None else row[: end + 1]), end is None and len(row) >= max_new_tokens))
+                                              tuple(row if end is None else row[: end + 1]), end is None and len(row) >= max_completion_length))
     finally:
         tokenizer.padding_side = padding_side
         model.train(was_training)
     return completions
 
 
+@accepts_old_names("max_new_tokens")
 def sample(
     model,
     tokenizer,
     prompts_or_messages: str | Sequence[Any],
     *,
-    max_new_tokens: int = 128,
+    max_completion_length: int = 128,
     do_sample: bool = False,
     num_return_sequences: int = 1,
     temperature: float = 1.0,
@@ -119,7 +122,7 @@ def sample(
     repetition_penalty: float = 1.0,
     batch_size: int = 16,
 ) -> list[Completion]:
-    """:func:`generate`, with each completion's token ids and whether it hit ``max_new_tokens``.
+    """:func:`generate`, with each completion's token ids and whether it hit ``max_completion_length``.
 
     The sampling options are GRPOConfig's, with its defaults (``top_k=0`` means no top-k).
     """
@@ -128,19 +131,20 @@ def sample(
     if num_return_sequences > 1 and not do_sample:
         raise ValueError("generate: num_return_sequences > 1 gives identical greedy copies; pass do_sample=True")
     texts = _prompt_texts(tokenizer, prompts_or_messages)
-    options = dict(max_new_tokens=max_new_tokens, do_sample=do_sample, num_return_sequences=num_return_sequences,
+    options = dict(max_completion_length=max_completion_length, do_sample=do_sample, num_return_sequences=num_return_sequences,
                    temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p, repetition_penalty=repetition_penalty)
     if has_vllm_engine(model):
         return _vllm_sample(model, texts, **options)
     return _transformers_sample(model, tokenizer, texts, batch_size=batch_size, **options)
 
 
+@accepts_old_names("max_new_tokens")
 def generate(
     model,
     tokenizer,
     prompts_or_messages: str | Sequence[Any],
     *,
-    max_new_tokens: int = 128,
+    max_completion_length: int = 128,
     do_sample: bool = False,
     temperature: float = 1.0,
     top_p: float = 1.0,
@@ -151,12 +155,12 @@ def generate(
 
     Example::
 
-        generate(model, tokenizer, [[{"role": "user", "content": "What is 2 + 2?"}]], max_new_tokens=32)
+        generate(model, tokenizer, [[{"role": "user", "content": "What is 2 + 2?"}]], max_completion_length=32)
         # ['<reasoning>2 + 2 = 4</reasoning><answer>4</answer>']
 
     Greedy by default (``do_sample=False``), so the same model gives the same text: what evaluation wants.
     """
-    completions = sample(model, tokenizer, prompts_or_messages, max_new_tokens=max_new_tokens, do_sample=do_sample,
+    completions = sample(model, tokenizer, prompts_or_messages, max_completion_length=max_completion_length, do_sample=do_sample,
                          temperature=temperature, top_p=top_p, num_return_sequences=num_return_sequences,
                          batch_size=batch_size)
     return [completion.text for completion in completions]

@@ -21,7 +21,7 @@ from .device import cuda_available, half_dtype, installed, vllm_usable
 from .log import logger
 
 LORA_TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-BACKENDS = ("auto", "unsloth", "transformers", "cpu")
+BACKEND_CHOICES = ("auto", "unsloth", "transformers", "cpu")
 DEFAULT_VLLM_SHARE = 0.5  # Unsloth's default gpu_memory_utilization, for models the planner cannot read
 
 
@@ -61,8 +61,8 @@ def _fast_inference(requested: bool | str, backend: str) -> tuple[bool, str]:
 
 def choose_backend(backend: str = "auto", *, load_in_4bit: bool = True, fast_inference: bool | str = "auto") -> Backend:
     """Decide the backend without loading anything; raises :class:`BackendError` for one that cannot work."""
-    if backend not in BACKENDS:
-        raise BackendError(f"backend={backend!r} is not one of {BACKENDS}")
+    if backend not in BACKEND_CHOICES:
+        raise BackendError(f"backend={backend!r} is not one of {BACKEND_CHOICES}")
     cuda = cuda_available()
     has_unsloth, has_bnb = installed("unsloth"), installed("bitsandbytes")
 
@@ -95,10 +95,10 @@ def choose_backend(backend: str = "auto", *, load_in_4bit: bool = True, fast_inf
 
 
 def vllm_share(model_name: str, memory_gb: float | None = None, *, num_generations: int | None = None,
-               max_completion_tokens: int | None = None) -> tuple[float, str]:
+               max_completion_length: int | None = None) -> tuple[float, str]:
     """``gpu_memory_utilization`` for a colocated vLLM engine: the share of the card (default: this GPU) that
     training leaves free by the memory planner (vLLM's pool holds the weights too), for a run of this GPU's
-    preset unless the run's ``num_generations`` and ``max_completion_tokens`` are given."""
+    preset unless the run's ``num_generations`` and ``max_completion_length`` are given."""
     from .config import auto_preset, resolve_options
     from .planner import PlanError, training_memory_gb
 
@@ -106,7 +106,7 @@ def vllm_share(model_name: str, memory_gb: float | None = None, *, num_generatio
     try:
         training_gb, card_gb = training_memory_gb(
             model_name, memory_gb, num_generations=num_generations or preset["num_generations"],
-            max_completion_tokens=max_completion_tokens or preset["max_completion_length"])
+            max_completion_length=max_completion_length or preset["max_completion_length"])
     except PlanError:
         return DEFAULT_VLLM_SHARE, f"gpu_memory_utilization {DEFAULT_VLLM_SHARE} (the planner does not know {model_name})"
     share = max(0.1, min(0.9, int(20 * (card_gb - training_gb - 1.0) / card_gb) / 20))  # 1 GB of slack, in 5% steps

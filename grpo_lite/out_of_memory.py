@@ -28,10 +28,9 @@ from typing import Any
 
 import torch
 
-GB = 1024**3
+from .planner import GB
+
 LOAD_MODEL_OPTIONS = ("lora_rank", "load_in_4bit", "gpu_memory_utilization")  # the rest are train() options
-PLANNER_OPTIONS = {"num_generations": "num_generations", "max_completion_tokens": "max_completion_length",
-                   "lora_rank": "lora_rank", "load_in_4bit": "load_in_4bit"}  # the planner's RunShape -> the option
 PROMPT_ROWS = 256  # prompts measured for the planner's prompt length
 
 
@@ -130,7 +129,7 @@ def _planner_run(trainer) -> dict[str, Any] | None:
         model_name_or_config=model.config,
         num_generations=args.num_generations,
         max_prompt_tokens=_longest_prompt(trainer),
-        max_completion_tokens=args.max_completion_length,
+        max_completion_length=args.max_completion_length,
         lora_rank=lora.r,
         load_in_4bit=backend.load_in_4bit if backend is not None else bool(getattr(model, "is_loaded_in_4bit", False)),
         gpu_memory_utilization=vllm_share,
@@ -153,7 +152,7 @@ def nearest_config(run: dict[str, Any], card_gb: float, budget_gb: float) -> tup
     result = plan(gpu=budget_gb, **run)
     if result.suggestion is None:
         return result, {}
-    return result.suggestion, {PLANNER_OPTIONS[f]: new for f, (_, new) in result.changes.items() if f in PLANNER_OPTIONS}
+    return result.suggestion, {f: new for f, (_, new) in result.changes.items()}
 
 
 def phase_fixes(phase: Phase, args) -> dict[str, Any]:

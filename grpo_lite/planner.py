@@ -28,6 +28,8 @@ from rich.table import Table
 
 from rewards.display import RichReport
 
+from .renamed import accepts_old_names
+
 GB = 1024**3
 # Memory per card in GiB as torch reports it (torch.cuda.get_device_properties(0).total_memory), which is
 # what Unsloth prints as "Max memory": 14.74 on a Colab T4, 22.16 on an L4. The others are the cards'
@@ -37,7 +39,7 @@ GPUS = {"T4": 14.74, "RTX3060": 11.76, "L4": 22.16, "A10G": 22.05, "RTX3090": 23
 CUDA_OVERHEAD_GB = 0.6
 FOUR_BIT_BYTES = 0.5 * 1.07  # 4-bit weights plus blockwise quantization constants
 LOGPROB_TILE = (4096, 32768)  # TRL 1.15: TOKEN_CHUNK_SIZE (trl/kernels/chunked_logprob.py) x _CHUNKED_LOGPROB_CHUNK_SIZE
-BACKENDS = ("unsloth", "transformers")
+PLANNED_BACKENDS = ("unsloth", "transformers")
 LOGITS = ("chunked", "full")
 
 # Shapes of common models, since there is no hub access to read their configs.
@@ -137,7 +139,7 @@ class RunShape:
 
     num_generations: int
     max_prompt_tokens: int
-    max_completion_tokens: int
+    max_completion_length: int
     lora_rank: int
     load_in_4bit: bool
 
@@ -146,13 +148,13 @@ def estimate(shape: ModelShape, run: RunShape, *, weight_bytes: float = 2.0, gpu
              memory_gb: float | None = None, overhead_gb: float = CUDA_OVERHEAD_GB, backend: str = "unsloth",
              logits: str = "chunked") -> dict[str, float]:
     """Peak memory parts in GiB for one GRPO step (see the module docstring for what each part is)."""
-    if backend not in BACKENDS or logits not in LOGITS:
-        raise PlanError(f"plan: backend={backend!r}, logits={logits!r}; use backend in {BACKENDS}, logits in {LOGITS}")
+    if backend not in PLANNED_BACKENDS or logits not in LOGITS:
+        raise PlanError(f"plan: backend={backend!r}, logits={logits!r}; use backend in {PLANNED_BACKENDS}, logits in {LOGITS}")
     linear = shape.layers * shape.linear_params_per_layer
     upcast = run.load_in_4bit and backend == "transformers"  # prepare_model_for_kbit_training: the rest in fp32
     other_bytes = 4.0 if upcast else weight_bytes
     weights = linear * (FOUR_BIT_BYTES if run.load_in_4bit else weight_bytes) + shape.embedding_params * other_bytes
-    sequences, length = run.num_generations, run.max_prompt_tokens + run.max_completion_tokens
+    sequences, length = run.num_generations, run.max_prompt_tokens + run.max_completion_length
     tokens = sequences * length
     act_bytes = weight_bytes  # activations are in the compute dtype (16-bit for 4-bit weights too)
     kept_inputs = shape.layers * tokens * shape.hidden * act_bytes
@@ -160,7 +162,7 @@ def estimate(shape: ModelShape, run: RunShape, *, weight_bytes: float = 2.0, gpu
     kv_cache = 2 * shape.layers * shape.kv_heads * shape.head_dim * tokens * act_bytes
     if gpu_memory_utilization is not None and memory_gb is not None:
         kv_cache = max(kv_cache, gpu_memory_utilization * memory_gb * GB - weights)
-    scored = sequences * run.max_completion_tokens
+    scored = sequences * run.max_completion_length
     if logits == "full":  # logits and their log-softmax, fp32
         logits_bytes = 2 * scored * shape.vocab * 4
     else:  # one projection tile at a time, plus the fp32 gradient of the hidden states it reads
@@ -209,7 +211,7 @@ class MemoryPlan(RichReport):
     def __rich__(self) -> Group:
         run = self.run
         title = (f"peak memory: {run.num_generations} generations of {run.max_prompt_tokens}+"
-                 f"{run.max_completion_tokens} tokens, LoRA rank {run.lora_rank}, "
+                 f"{run.max_completion_length} tokens, LoRA rank {run.lora_rank}, "
                  f"{'4-bit' if run.load_in_4bit else '16-bit'} weights")
         table = Table()
         table.add_column("part")
@@ -230,16 +232,17 @@ def _halvings(value: int, floor: int) -> list[int]:
 
 def _cost(run: RunShape, candidate: RunShape) -> float:
     """How far a candidate is from what was asked: halvings made, plus one for switching to 4-bit."""
-    steps = sum(math.log2(getattr(run, f) / getattr(candidate, f)) for f in ("num_generations", "max_completion_tokens", "lora_rank"))
+    steps = sum(math.log2(getattr(run, f) / getattr(candidate, f)) for f in ("num_generations", "max_completion_length", "lora_rank"))
     return steps + (candidate.load_in_4bit and not run.load_in_4bit)
 
 
+@accepts_old_names("max_completion_tokens")
 def plan(
     model_name_or_config: Any,
     gpu: str | float = "T4",
     num_generations: int = 8,
     max_prompt_tokens: int = 256,
-    max_completion_tokens: int = 512,
+    max_completion_length: int = 512,
     lora_rank: int = 16,
     load_in_4bit: bool = True,
     *,
@@ -251,7 +254,7 @@ def plan(
 ) -> MemoryPlan:
     """Estimate the peak memory of a GRPO run and, when it does not fit, the nearest config that does.
 
-    >>> result = plan("Qwen2.5-3B", gpu="T4", num_generations=16, max_completion_tokens=2048)
+    >>> result = plan("Qwen2.5-3B", gpu="T4", num_generations=16, max_completion_length=2048)
     >>> result.fits, result.changes
     (False, {'num_generations': (16, 8)})
 
@@ -259,12 +262,12 @@ def plan(
     (Unsloth ``fast_inference``). ``weight_bytes``: 2 for 16-bit, 4 for the CPU backend's fp32.
     ``backend``: ``"unsloth"`` or ``"transformers"`` (bitsandbytes 4-bit upcasts the unquantized weights).
     ``logits``: ``"chunked"`` (TRL's GPU kernel) or ``"full"`` (the CPU stand-in).
-    The suggestion lowers num_generations (not below 2), max_completion_tokens (not below 128), lora_rank
+    The suggestion lowers num_generations (not below 2), max_completion_length (not below 128), lora_rank
     (not below 4) or turns on 4-bit, making as few halvings as it can.
     """
     shape = model_shape(model_name_or_config)
     memory_gb = _memory_gb(gpu)
-    run = RunShape(num_generations, max_prompt_tokens, max_completion_tokens, lora_rank, load_in_4bit)
+    run = RunShape(num_generations, max_prompt_tokens, max_completion_length, lora_rank, load_in_4bit)
     options = dict(weight_bytes=weight_bytes, gpu_memory_utilization=gpu_memory_utilization, memory_gb=memory_gb,
                    overhead_gb=overhead_gb, backend=backend, logits=logits)
     result = MemoryPlan(run, memory_gb, estimate(shape, run, **options))
@@ -273,7 +276,7 @@ def plan(
     candidates = [
         RunShape(g, max_prompt_tokens, c, r, q)
         for g, c, r, q in itertools.product(
-            _halvings(num_generations, 2), _halvings(max_completion_tokens, 128), _halvings(lora_rank, 4),
+            _halvings(num_generations, 2), _halvings(max_completion_length, 128), _halvings(lora_rank, 4),
             sorted({load_in_4bit, True}),
         )
     ]
@@ -297,10 +300,10 @@ def card_memory_gb() -> float:
 
 
 def training_memory_gb(model_name_or_config: Any, memory_gb: float | None = None, *, num_generations: int = 8,
-                       max_prompt_tokens: int = 256, max_completion_tokens: int = 512, lora_rank: int = 16) -> tuple[float, float]:
+                       max_prompt_tokens: int = 256, max_completion_length: int = 512, lora_rank: int = 16) -> tuple[float, float]:
     """What Unsloth 4-bit training takes beside a colocated vLLM engine (whose pool holds the weights and the
     KV cache), and the card's memory, both in GiB. ``memory_gb`` defaults to this machine's GPU."""
     card_gb = card_memory_gb() if memory_gb is None else memory_gb
-    run = RunShape(num_generations, max_prompt_tokens, max_completion_tokens, lora_rank, True)
+    run = RunShape(num_generations, max_prompt_tokens, max_completion_length, lora_rank, True)
     parts = estimate(model_shape(model_name_or_config), run)
     return sum(parts.values()) - parts["weights"] - parts["kv_cache"], card_gb

@@ -8,7 +8,7 @@ and advantage formula, and reports what decides whether a run can learn:
 - pass@k next to greedy accuracy for each correctness reward: can GRPO improve this at all?
 - rewards that pull against each other (negative correlation over the samples);
 - rewards that pay for length (correlation with the completion's token count);
-- completions cut at ``max_new_tokens``.
+- completions cut at ``max_completion_length``.
 
 Each finding comes with a one-line suggestion. ``report.browse()`` opens an interactive view in a notebook;
 ``report.rescore()`` scores the same completions again with the rewards as they are defined now.
@@ -25,6 +25,7 @@ from typing import Any
 
 from rewards import RewardSet, Weighted, check_rewards, resolve_rewards
 from rewards.check import ERRORS, RewardReport, reads_gold
+from rewards.diagnoses import TIE
 from rewards.display import RichReport
 
 from .data import question_of
@@ -37,7 +38,6 @@ OPPOSED = -0.3  # correlation at or below which two rewards pull against each ot
 LENGTH_PAYING = 0.5  # correlation with token count at or above which a reward pays for length
 TRUNCATED = 0.2  # share of completions cut at the token limit worth a warning
 NO_SIGNAL = 0.5  # share of groups with no signal worth a warning
-TIE = 1e-6
 PROBLEMS_SHOWN = 8
 
 
@@ -258,7 +258,7 @@ def _findings(report: PreviewReport) -> list[Finding]:
                                  "policy can earn it by writing more", "if length is not the goal, cap it "
                                  "(max_length_penalty, soft_overlong_punishment) or score content only"))
     if report.truncated_share >= TRUNCATED:
-        found.append(Finding("truncated", f"{report.truncated_share:.0%} of completions hit max_new_tokens", "raise "
+        found.append(Finding("truncated", f"{report.truncated_share:.0%} of completions hit max_completion_length", "raise "
                              "max_completion_length, or reward shorter answers (soft_overlong_punishment)"))
     return found
 
@@ -287,7 +287,7 @@ def preview(
     *,
     n_prompts: int = 8,
     num_generations: int = 8,
-    max_new_tokens: int | None = None,
+    max_completion_length: int | None = None,
     preset: str = "auto",
     greedy: bool = True,
     batch_size: int = 16,
@@ -299,7 +299,7 @@ def preview(
 
     Sampling and advantage settings are the run's: ``preset`` and ``overrides`` are those you would give
     ``train`` (``temperature``, ``top_p``, ``top_k``, ``min_p``, ``repetition_penalty``, ``scale_rewards``,
-    ``reward_weights``, ...); ``max_new_tokens`` defaults to the run's ``max_completion_length``. With
+    ``reward_weights``, ...); ``max_completion_length`` defaults to the preset's. With
     ``greedy``, one greedy completion per prompt gives the greedy accuracy pass@k is compared with.
 
     Example::
@@ -317,11 +317,11 @@ def preview(
         raise ValueError(f"preview: num_generations={num_generations}; GRPO compares completions within a group, use 2 or more")
     resolve_rewards(rewards)  # names and signatures checked before any generation
     settings = sampling_settings(preset, num_generations=num_generations, **overrides)
-    if max_new_tokens is not None:
-        settings["max_completion_length"] = max_new_tokens
+    if max_completion_length is not None:
+        settings["max_completion_length"] = max_completion_length
     chosen = [dict(row) for row in dataset.select(range(min(n_prompts, len(dataset))))]
     prompts = [row["prompt"] for row in chosen]
-    options = dict(max_new_tokens=settings["max_completion_length"], batch_size=batch_size)
+    options = dict(max_completion_length=settings["max_completion_length"], batch_size=batch_size)
     with torch.random.fork_rng():  # seeded, and the caller's random stream left as it was
         torch.manual_seed(seed)
         completions = sample(model, tokenizer, prompts, do_sample=True, num_return_sequences=num_generations,

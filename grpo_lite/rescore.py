@@ -17,14 +17,13 @@ from typing import Any
 
 from rewards import check_rewards, resolve_rewards
 from rewards.check import RewardReport, reads_gold
+from rewards.diagnoses import TIE
 from rewards.display import RichReport
 
 from .config import load_run_yaml
 from .data import question_of
 from .monitor.samples import read_samples
 from .run_files import RUN_FILE
-
-TIE = 1e-6
 
 
 def _sign(value: float | None) -> int:

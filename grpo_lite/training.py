@@ -154,8 +154,8 @@ def train(
     if heldout is not None:
         from .heldout import HeldoutEvaluation
 
-        evaluation = [HeldoutEvaluation(tokenizer, heldout, funcs, output_dir, n=heldout_n, num_samples=heldout_samples,
-                                        temperature=config.temperature, max_new_tokens=config.max_completion_length)]
+        evaluation = [HeldoutEvaluation(tokenizer, heldout, funcs, output_dir, heldout_n=heldout_n, heldout_samples=heldout_samples,
+                                        temperature=config.temperature, max_completion_length=config.max_completion_length)]
 
     guarded = [guard(f, reward_timeout) for f in funcs]
     if (unlimited_rewards := unlimited(guarded)) is not None:

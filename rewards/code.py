@@ -39,10 +39,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from .combine import Combined
+from .correctness import CORRECT
 from .extract import completion_text, extract_code_block, strip_reasoning
 from .sandbox import run_batch, run_python_async
 
-CORRECT = 2.0
 MAX_CODE_CHARS = 100_000
 
 

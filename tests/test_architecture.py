@@ -82,3 +82,72 @@ def test_the_logger_speaks_on_rank_zero_only(monkeypatch, capsys):
     assert "from rank one" not in err
     assert "grpo-lite: from rank zero" in err and "grpo-lite warning: careful" in err
     assert logging.getLogger("grpo_lite").propagate is False
+
+
+def _public_parameters() -> dict[str, set[str]]:
+    """Each public function of grpo_lite (and each public class's __init__) -> its parameter names, read from
+    the source, so nothing heavy is imported."""
+    from grpo_lite import _EXPORTS
+
+    found: dict[str, set[str]] = {}
+    for name, module in _EXPORTS.items():
+        path = ROOT / "grpo_lite" / (module.lstrip(".").replace(".", "/") + ".py")
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ClassDef) and node.name == name:
+                node = next((n for n in node.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
+            elif not (isinstance(node, ast.FunctionDef) and node.name == name):
+                continue
+            if node is not None:
+                args = node.args
+                found[name] = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
+    return found
+
+
+def test_one_name_per_quantity_in_the_public_api():
+    """The completion budget, the held-out size and the pass@k samples each have one name (GRPOConfig's
+    where GRPOConfig has one): the old names live on only as deprecated aliases."""
+    from grpo_lite.cli import build_parser
+    from grpo_lite.renamed import OLD_NAMES
+
+    parameters = _public_parameters()
+    assert {"plan", "evaluate", "preview", "run_demo", "train", "generate"} <= set(parameters)
+    for function, names in parameters.items():
+        assert not names & set(OLD_NAMES), f"{function}() still takes {names & set(OLD_NAMES)}; use {OLD_NAMES}"
+    assert "max_completion_length" in parameters["plan"] & parameters["generate"] & parameters["evaluate"]
+    assert "heldout_n" in parameters["train"] & parameters["evaluate"] & parameters["run_demo"]
+    assert "heldout_samples" in parameters["train"] & parameters["evaluate"] & parameters["run_demo"]
+    commands = build_parser()._subparsers._group_actions[0].choices
+    for command, parser in commands.items():
+        for action in parser._actions:
+            documented = [flag for flag in action.option_strings if action.help != "==SUPPRESS=="]
+            old = [flag for flag in documented if flag.lstrip("-").replace("-", "_") in OLD_NAMES]
+            assert not old, f"grpo-lite {command} documents the old flag {old}"
+
+
+def test_old_names_still_work_with_a_warning():
+    import pytest
+
+    from grpo_lite.cli import build_parser
+    from grpo_lite.planner import plan
+
+    with pytest.warns(DeprecationWarning, match="max_completion_tokens is renamed max_completion_length"):
+        old = plan("Qwen2.5-1.5B", gpu="T4", max_completion_tokens=1024)
+    assert old.total_gb == plan("Qwen2.5-1.5B", gpu="T4", max_completion_length=1024).total_gb
+    with pytest.raises(TypeError, match="not both"):
+        plan("Qwen2.5-1.5B", max_completion_tokens=1024, max_completion_length=512)
+    with pytest.warns(DeprecationWarning, match="--pass-k is renamed --heldout-samples"):
+        args = build_parser().parse_args(["demo", "--pass-k", "2", "--n-heldout", "4"])
+    assert (args.heldout_samples, args.heldout_n) == (2, 4)
+
+
+def test_each_constant_is_defined_once():
+    """A module-level constant (GB, TIE, ...) lives in one module of either package; others import it."""
+    defined: dict[str, list[str]] = {}
+    for package in ("grpo_lite", "rewards"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            for node in ast.parse(path.read_text()).body:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+                for target in targets:
+                    if isinstance(target, ast.Name) and target.id.isupper():
+                        defined.setdefault(target.id, []).append(str(path.relative_to(ROOT)))
+    assert {name: where for name, where in defined.items() if len(where) > 1} == {}

@@ -62,12 +62,12 @@ def test_the_teacher_rounds_bare_guesses_and_works_tagged_answers_exactly():
 
 def test_too_many_heldout_questions_are_refused(tmp_path):
     with pytest.raises(ValueError, match="use 1 to 200"):
-        run_demo(tmp_path, n_heldout=HELDOUT_QUESTIONS + 1)
+        run_demo(tmp_path, heldout_n=HELDOUT_QUESTIONS + 1)
 
 
 @pytest.mark.slow
 def test_demo_raises_heldout_accuracy_with_kl_on(tmp_path):
-    report = run_demo(tmp_path, seed=0, n_heldout=50, pass_k=1, dashboard=False)
+    report = run_demo(tmp_path, seed=0, heldout_n=50, heldout_samples=1, dashboard=False)
 
     assert report == json.loads((tmp_path / DEMO_EVAL_FILE).read_text())
     before, after = report["before"], report["after"]
@@ -83,12 +83,12 @@ def test_demo_raises_heldout_accuracy_with_kl_on(tmp_path):
 @pytest.mark.slow
 def test_cli_demo_runs_offline_and_writes_its_output_dir(tmp_path):
     out = tmp_path / "demo"
-    command = [sys.executable, "-m", "grpo_lite", "demo", "--output-dir", str(out), "--max-steps", "2", "--n-heldout", "4",
-               "--pass-k", "2"]
+    command = [sys.executable, "-m", "grpo_lite", "demo", "--output-dir", str(out), "--max-steps", "2", "--heldout-n", "4",
+               "--heldout-samples", "2"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads((out / DEMO_EVAL_FILE).read_text())
-    assert report["n_heldout"] == 4 and set(report["after"]) == {"accuracy", "format_rate", "pass_at_k"}
+    assert report["heldout_n"] == 4 and set(report["after"]) == {"accuracy", "format_rate", "pass_at_k"}
     assert set(report["after"]["pass_at_k"]) == {"1", "2"}
     assert {"run.yaml", "metrics.jsonl", "model.safetensors"} <= {p.name for p in out.iterdir()}
     assert "held-out before and after training" in done.stderr and "pass@2" in done.stderr

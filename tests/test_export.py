@@ -27,8 +27,8 @@ def test_merged_16bit_reloads_with_plain_transformers_and_generates_the_same_tex
 
     merged = AutoModelForCausalLM.from_pretrained(tmp_path)
     assert not any("lora" in name for name, _ in merged.named_parameters())
-    expected = generate(model, tokenizer, PROMPTS, max_new_tokens=8)
-    assert generate(merged, AutoTokenizer.from_pretrained(tmp_path), PROMPTS, max_new_tokens=8) == expected
+    expected = generate(model, tokenizer, PROMPTS, max_completion_length=8)
+    assert generate(merged, AutoTokenizer.from_pretrained(tmp_path), PROMPTS, max_completion_length=8) == expected
     assert any("lora_B" in name for name, _ in model.named_parameters()), "export must leave the model trainable"
 
 
@@ -45,7 +45,7 @@ def test_adapter_reloads_through_peft_and_generates_the_same_text(trained_lora, 
     assert (tmp_path / "adapter_model.safetensors").exists()
 
     reloaded = AutoPeftModelForCausalLM.from_pretrained(tmp_path)
-    assert generate(reloaded, tokenizer, PROMPTS, max_new_tokens=8) == generate(model, tokenizer, PROMPTS, max_new_tokens=8)
+    assert generate(reloaded, tokenizer, PROMPTS, max_completion_length=8) == generate(model, tokenizer, PROMPTS, max_completion_length=8)
 
 
 @pytest.mark.parametrize("how", ["gguf", "merged_4bit"])

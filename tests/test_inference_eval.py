@@ -19,7 +19,7 @@ def test_pass_at_k_is_the_unbiased_estimator():
     assert pass_at_k(4, 0, 1) == 0.0 and pass_at_k(4, 4, 2) == 1.0
     assert pass_at_k(4, 1, 1) == pytest.approx(0.25)
     assert pass_at_k(4, 1, 2) == pytest.approx(1 - 3 / 6)  # C(3,2)/C(4,2) pairs miss the right one
-    with pytest.raises(ValueError, match="num_samples"):
+    with pytest.raises(ValueError, match="heldout_samples"):
         pass_at_k(2, 1, 4)
 
 
@@ -67,10 +67,10 @@ def test_missing_answer_column_is_named(rows):
 def test_generate_is_batch_independent_and_takes_strings_and_messages(tiny_model):
     model, tokenizer = tiny_model
     prompts = [[{"role": "user", "content": "What is 2 + 2?"}], "plain text prompt", [{"role": "user", "content": "Hi"}]]
-    together = generate(model, tokenizer, prompts, max_new_tokens=6)
-    alone = [generate(model, tokenizer, [p], max_new_tokens=6)[0] for p in prompts]
+    together = generate(model, tokenizer, prompts, max_completion_length=6)
+    alone = [generate(model, tokenizer, [p], max_completion_length=6)[0] for p in prompts]
     assert together == alone and len(together) == 3 and all(isinstance(t, str) for t in together)
-    sampled = generate(model, tokenizer, prompts[:1], max_new_tokens=6, do_sample=True, num_return_sequences=3)
+    sampled = generate(model, tokenizer, prompts[:1], max_completion_length=6, do_sample=True, num_return_sequences=3)
     assert len(sampled) == 3
     with pytest.raises(TypeError, match="chat messages"):
         generate(model, tokenizer, [42])
@@ -83,11 +83,11 @@ def test_evaluate_runs_the_real_model_and_scores_its_own_text(tiny_model):
     import torch
 
     random_state = torch.random.get_rng_state()
-    report = evaluate(model, tokenizer, dataset, "soft_xml_format_reward", n=4, num_samples=2, max_new_tokens=8)
+    report = evaluate(model, tokenizer, dataset, "soft_xml_format_reward", heldout_n=4, heldout_samples=2, max_completion_length=8)
     assert report.n == 4 and set(report.pass_at_k) == {1, 2}
     assert torch.equal(torch.random.get_rng_state(), random_state), "seeded sampling moved the caller's random stream"
     rows = [dict(row) for row in dataset.select(range(4))]
-    greedy = generate(model, tokenizer, [row["prompt"] for row in rows], max_new_tokens=8)
+    greedy = generate(model, tokenizer, [row["prompt"] for row in rows], max_completion_length=8)
     assert [e["completion"] for e in report.examples] == greedy
     rescored = score(rows, greedy, "soft_xml_format_reward")
     assert (report.accuracy, report.format_rate, report.mean_rewards) == (rescored.accuracy, rescored.format_rate, rescored.mean_rewards)
@@ -114,5 +114,5 @@ def test_train_evaluates_a_heldout_split_before_and_after(tiny_model, tmp_path):
     assert saved["before"]["n"] == saved["after"]["n"] == 3
     assert set(saved["before"]["pass_at_k"]) == set(saved["after"]["pass_at_k"]) == {"1", "2"}
     assert set(saved["after"]["mean_rewards"]) == {"soft_xml_format_reward"}
-    greedy_after = generate(result.model, tokenizer, [row["prompt"] for row in heldout.select(range(3))], max_new_tokens=8)
+    greedy_after = generate(result.model, tokenizer, [row["prompt"] for row in heldout.select(range(3))], max_completion_length=8)
     assert [e["completion"] for e in result.evaluation.trained.examples] == greedy_after

@@ -50,7 +50,7 @@ def test_running_out_in_the_optimizer_step_is_told_by_torch_optim_s_frames():
     assert oom.where_it_ran_out(error.value.__traceback__) is oom.OPTIMIZER
 
 
-RUN = dict(model_name_or_config="Qwen2.5-3B", num_generations=16, max_prompt_tokens=256, max_completion_tokens=2048,
+RUN = dict(model_name_or_config="Qwen2.5-3B", num_generations=16, max_prompt_tokens=256, max_completion_length=2048,
            lora_rank=16, load_in_4bit=True, gpu_memory_utilization=None, weight_bytes=2.0)
 
 
@@ -58,12 +58,12 @@ def test_the_nearest_config_is_the_planner_s_suggestion_as_options():
     planned = plan(gpu=15.0, **RUN)
     assert not planned.fits and planned.changes
     fitting, options = oom.nearest_config(RUN, 15.0, 15.0)
-    assert options == {oom.PLANNER_OPTIONS[f]: new for f, (_, new) in planned.changes.items()}
+    assert options == {f: new for f, (_, new) in planned.changes.items()}
     assert fitting.total_gb == planned.suggestion.total_gb <= 15.0
 
 
 def test_a_vllm_run_is_offered_a_lower_gpu_memory_utilization_first():
-    run = {**RUN, "model_name_or_config": "Qwen2.5-1.5B", "num_generations": 16, "max_completion_tokens": 512,
+    run = {**RUN, "model_name_or_config": "Qwen2.5-1.5B", "num_generations": 16, "max_completion_length": 512,
            "gpu_memory_utilization": 0.9}
     assert not plan(gpu=24.0, **run).fits  # vLLM's pool, 90% of the card, leaves too little for training
     fitting, options = oom.nearest_config(run, 24.0, 24.0)

@@ -21,13 +21,13 @@ def test_local_folder_is_read_with_its_config(tiny_model_dir):
 
 
 def test_a_small_run_fits_and_says_so():
-    result = plan("Qwen2.5-1.5B", gpu="T4", num_generations=4, max_completion_tokens=256)
+    result = plan("Qwen2.5-1.5B", gpu="T4", num_generations=4, max_completion_length=256)
     assert result.fits and result.suggestion is None and "fits" in result.verdict()
     assert set(result.parts) == {"weights", "lora", "activations", "kv_cache", "logits", "overhead"}
 
 
 def test_a_run_too_big_is_refused_with_the_nearest_config_that_fits():
-    result = plan("Qwen2.5-7B", gpu="T4", num_generations=16, max_completion_tokens=1024, load_in_4bit=False)
+    result = plan("Qwen2.5-7B", gpu="T4", num_generations=16, max_completion_length=1024, load_in_4bit=False)
     assert not result.fits
     assert result.suggestion.fits and result.suggestion.total_gb <= 15.0
     assert result.changes["load_in_4bit"] == (False, True)
@@ -38,7 +38,7 @@ def test_a_run_too_big_is_refused_with_the_nearest_config_that_fits():
 def test_each_knob_moves_the_estimate_the_right_way():
     base = plan("Qwen2.5-3B", gpu=80).total_gb
     assert plan("Qwen2.5-3B", gpu=80, num_generations=16).total_gb > base
-    assert plan("Qwen2.5-3B", gpu=80, max_completion_tokens=1024).total_gb > base
+    assert plan("Qwen2.5-3B", gpu=80, max_completion_length=1024).total_gb > base
     assert plan("Qwen2.5-3B", gpu=80, lora_rank=64).total_gb > base
     assert plan("Qwen2.5-3B", gpu=80, load_in_4bit=False).total_gb > base
     assert plan("Qwen2.5-3B", gpu=80, gpu_memory_utilization=0.5).parts["kv_cache"] > 30

@@ -45,7 +45,7 @@ def questions():
 def report(demo_model, questions):
     model, tokenizer = demo_model
     return preview(model, tokenizer, questions, ["numeric_correctness_reward", "soft_xml_format_reward", longer_is_better,
-                   shorter_is_better], n_prompts=4, num_generations=6, max_new_tokens=48)
+                   shorter_is_better], n_prompts=4, num_generations=6, max_completion_length=48)
 
 
 def test_groups_have_the_requested_size_and_trls_advantages(report):
@@ -82,17 +82,17 @@ def test_tied_groups_are_counted(tiny_model):
                 for c, p in zip(completions, prompts)]
 
     planted = preview(model, tokenizer, questions, [ties_on_two_prompts], n_prompts=4, num_generations=4,
-                      max_new_tokens=16, greedy=False)
+                      max_completion_length=16, greedy=False)
     assert [planted.no_signal(g) for g in range(4)] == [False, True, False, True] and planted.no_signal_share == 0.5
     assert any(f.kind == "no_signal" and "50% of a batch would teach nothing" in f.message for f in planted.findings)
-    everything_ties = preview(model, tokenizer, questions, [constant], n_prompts=3, num_generations=4, max_new_tokens=8,
+    everything_ties = preview(model, tokenizer, questions, [constant], n_prompts=3, num_generations=4, max_completion_length=8,
                               greedy=False)
     assert everything_ties.no_signal_share == 1.0
 
 
 def test_truncation_is_counted_in_tokens(demo_model, questions):
     model, tokenizer = demo_model
-    short = preview(model, tokenizer, questions, [constant], n_prompts=2, num_generations=4, max_new_tokens=3, greedy=False)
+    short = preview(model, tokenizer, questions, [constant], n_prompts=2, num_generations=4, max_completion_length=3, greedy=False)
     assert short.truncated_share == 1.0 and all(len(c.token_ids) == 3 for c in short.completions)
     assert any(f.kind == "truncated" for f in short.findings)
 

@@ -82,12 +82,12 @@ def test_a_model_without_a_vllm_engine_generates_through_transformers(tiny_model
         raise ValueError("Unsloth: `sampling_params` is only supported when `fast_inference=True` (vLLM).")
 
     model.fast_generate = refuses_vllm_arguments
-    assert len(generate(model, tokenizer, ["hi"], max_new_tokens=3)) == 1
+    assert len(generate(model, tokenizer, ["hi"], max_completion_length=3)) == 1
     calls = []
     monkeypatch.setattr(inference, "_vllm_sample",
                         lambda model, texts, **options: calls.append(texts) or [inference.Completion("x", (1,), False)])
     model.vllm_engine = object()
-    assert generate(model, tokenizer, ["hi"], max_new_tokens=3) == ["x"] and calls
+    assert generate(model, tokenizer, ["hi"], max_completion_length=3) == ["x"] and calls
 
 
 def test_fast_inference_auto_follows_the_unsloth_backend_and_a_vllm_trl_accepts(t4, monkeypatch):
@@ -114,8 +114,8 @@ def test_the_vllm_share_is_what_training_leaves_on_the_card():
     from grpo_lite.models import vllm_share
     from grpo_lite.planner import training_memory_gb
 
-    share, why = vllm_share("Qwen2.5-1.5B", memory_gb=14.74, num_generations=8, max_completion_tokens=512)
-    training, card = training_memory_gb("Qwen2.5-1.5B", 14.74, num_generations=8, max_completion_tokens=512)
+    share, why = vllm_share("Qwen2.5-1.5B", memory_gb=14.74, num_generations=8, max_completion_length=512)
+    training, card = training_memory_gb("Qwen2.5-1.5B", 14.74, num_generations=8, max_completion_length=512)
     assert 0.1 <= share <= 0.9 and share * card + training <= card - 1.0 < (share + 0.05) * card + training
     assert "by the planner" in why
     assert vllm_share("some/unknown-model", memory_gb=14.74)[0] == 0.5
@@ -218,7 +218,7 @@ def test_4bit_bitsandbytes_on_cpu_trains_with_kl_and_exports_a_16bit_merge(tiny_
     assert "quantization_config" not in config and config["dtype"] == "bfloat16"
     merged = AutoModelForCausalLM.from_pretrained(out)
     assert not any(isinstance(m, bnb.nn.Linear4bit) for m in merged.modules())
-    assert len(generate(merged, AutoTokenizer.from_pretrained(out), ["What is 2 + 2?"], max_new_tokens=4)[0]) > 0
+    assert len(generate(merged, AutoTokenizer.from_pretrained(out), ["What is 2 + 2?"], max_completion_length=4)[0]) > 0
 
 
 def test_the_planner_models_the_gpu_path():
@@ -226,8 +226,8 @@ def test_the_planner_models_the_gpu_path():
 
     # TRL 1.15 projects through the LM head in 4096 x 32768 tiles (trl/kernels/chunked_logprob.py), never holding
     # the [tokens, vocab] logits that the CPU stand-in (grpo_lite.trl_compat) materialises.
-    chunked = plan("Qwen2.5-1.5B", gpu="T4", num_generations=8, max_completion_tokens=512)
-    full = plan("Qwen2.5-1.5B", gpu="T4", num_generations=8, max_completion_tokens=512, logits="full")
+    chunked = plan("Qwen2.5-1.5B", gpu="T4", num_generations=8, max_completion_length=512)
+    full = plan("Qwen2.5-1.5B", gpu="T4", num_generations=8, max_completion_length=512, logits="full")
     assert chunked.parts["logits"] < 0.5 < 4.0 < full.parts["logits"]
     # PEFT's prepare_model_for_kbit_training upcasts every unquantized parameter to fp32 (peft/utils/other.py)
     unsloth = plan("Qwen2.5-1.5B", gpu="T4").parts["weights"]
@@ -251,9 +251,9 @@ def test_the_demo_trains_on_the_cpu_unquantized_on_a_gpu_machine(monkeypatch, tm
         return model, tokenizer
 
     monkeypatch.setattr(models, "load_model", load_model)
-    report = demo.run_demo(tmp_path, max_steps=1, n_heldout=2, dashboard=False)
+    report = demo.run_demo(tmp_path, max_steps=1, heldout_n=2, dashboard=False)
     assert loaded["backend"].name == "cpu" and not loaded["backend"].load_in_4bit and loaded["device"].type == "cpu"
-    assert report["n_heldout"] == 2
+    assert report["heldout_n"] == 2
 
 
 def test_4bit_weights_without_lora_are_refused_before_loading(tiny_model_dir):
