@@ -1,10 +1,14 @@
-"""Make TRL 1.15's GRPOTrainer run where Triton cannot (CPU-only machines).
+"""Make TRL 1.15's GRPOTrainer run where Triton cannot (CPU-only machines), and Unsloth's trainer run any model.
 
 TRL 1.15 (the newest release Unsloth 2026.10.9 accepts) computes per-token log-probabilities with a Triton
 kernel and, when Triton is missing, calls ``None.apply`` on the first training step. TRL 1.16 added a
 plain-PyTorch path for exactly this case. Until the lock can move to 1.16, :func:`enable_cpu_logprobs`
 installs the equivalent plain-PyTorch function in its place; on machines where Triton imports (any CUDA
 setup) it changes nothing.
+
+Once Unsloth is imported, ``trl.GRPOTrainer`` is Unsloth's generated trainer for the whole process, and it calls
+``model.for_training()`` on every step: :func:`add_unsloth_mode_switches` gives a model not loaded by Unsloth
+(the demo, ``backend="transformers"`` or ``"cpu"``) the two methods Unsloth's loaders attach.
 """
 
 from __future__ import annotations
@@ -64,3 +68,17 @@ def enable_cpu_logprobs() -> bool:
     if current is None:
         trl_utils._ChunkedLogProbFunction = current = TorchLogProbFunction
     return current is TorchLogProbFunction
+
+
+def add_unsloth_mode_switches(model) -> None:
+    """Give ``model`` ``for_training`` / ``for_inference`` when Unsloth's loaders did not attach them.
+
+    Unsloth's generated GRPOTrainer calls ``self.model.for_training(use_gradient_checkpointing=...)`` unconditionally
+    after generating (unsloth/models/rl_replacements.py, ``_generate_and_score_completions``) and switches modes
+    with both around ``train()`` (unsloth/models/rl.py, ``prepare_for_training_mode``). For a model Unsloth did not
+    load they switch train/eval mode only: gradient checkpointing is the Trainer's, set from the config.
+    """
+    if hasattr(model, "for_training"):
+        return
+    model.for_training = lambda use_gradient_checkpointing=None: model.train()
+    model.for_inference = lambda: model.eval()
