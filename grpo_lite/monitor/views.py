@@ -96,21 +96,24 @@ def frame_rich(frame: Frame):
 
 
 class NotebookView:
-    """One display handle, updated in place; with ``on_stop``, a :class:`StopButton` above it."""
+    """One display handle, updated in place; with ``on_stop``, a :class:`StopButton` above it where the kernel
+    can deliver its click while training (else a line saying how to stop)."""
 
     def __init__(self, on_stop=None):
+        from IPython import get_ipython
         from IPython.display import HTML, display
 
-        from .stop_button import StopButton
+        from .stop_button import StopButton, click_delivery, why_no_button
 
         self._html = HTML
         self.stop_button = None
         if on_stop is not None:
-            try:
-                self.stop_button = StopButton(on_stop)
-            except ImportError as error:  # ipywidgets, or jupyter-ui-poll on kernels without subshells
-                print(f"grpo-lite: no Stop button: {error.name} is not installed (pip install ipywidgets "
-                      "jupyter-ui-poll); the kernel's interrupt button also stops after the current step")
+            kernel = getattr(get_ipython(), "kernel", None)
+            delivery = click_delivery(kernel)
+            if delivery is None:
+                print(f"grpo-lite: {why_no_button(kernel)}")
+            else:
+                self.stop_button = StopButton(on_stop, kernel, delivery)
         self.handle = display(HTML("<i>grpo-lite: waiting for the first step...</i>"), display_id=True)
 
     def poll(self) -> None:
