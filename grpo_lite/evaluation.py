@@ -17,6 +17,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from rewards import resolve_rewards, reward_name
+from rewards.diagnoses import is_correct
 from rewards.display import RichReport
 
 from .inference import generate
@@ -103,10 +104,6 @@ def _columns(rows: Sequence[dict[str, Any]], repeat: int) -> dict[str, list[Any]
     return {c: [row[c] for row in rows for _ in range(repeat)] for c in names}
 
 
-def _is_correct(score: float | None) -> bool:
-    return score is not None and score > 0
-
-
 def score(
     rows: Sequence[dict[str, Any]],
     completions: Sequence[str],
@@ -140,12 +137,12 @@ def score(
         k = len(sampled[0])
         flat = [c for row_samples in sampled for c in row_samples]
         sample_scores = correctness(prompts=[p for p in prompts for _ in range(k)], completions=flat, **_columns(rows, k))
-        num_correct = [sum(_is_correct(s) for s in sample_scores[i * k : (i + 1) * k]) for i in range(len(rows))]
+        num_correct = [sum(is_correct(s) for s in sample_scores[i * k : (i + 1) * k]) for i in range(len(rows))]
         pass_k = {j: sum(pass_at_k(k, c, j) for c in num_correct) / len(rows) for j in powers_of_two(k)}
 
     examples = [
         {"prompt": row["prompt"], "answer": row["answer"], "completion": completion,
-         "correct": _is_correct(c), "formatted": bool(f and f > 0)}
+         "correct": is_correct(c), "formatted": bool(f and f > 0)}
         for row, completion, c, f in zip(rows, completions, correct, formatted)
     ]
     return EvalReport(

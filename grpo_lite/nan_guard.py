@@ -23,7 +23,8 @@ from pathlib import Path
 import torch
 from transformers import TrainerCallback
 
-from .monitor.health import RULE
+from rewards.diagnoses import DIAGNOSIS
+
 from .resume import latest_checkpoint
 from .stopping import StopSwitch
 
@@ -71,5 +72,5 @@ class NaNStop(TrainerCallback):
                 "output_dir), since resuming refuses changed settings."
                 if checkpoint else "No checkpoint was saved before it: start again with the fix.")
         error = NaNDetected(f"training stopped at step {step}: {what}. Nothing from this step on was saved. "
-                            f"Fix: {RULE['nan'].fix}. {kept}")
+                            f"Fix: {DIAGNOSIS['nan'].fix}. {kept}")
         self.switch.request(f"NaN at step {step}: {what}", save=False, error=error)

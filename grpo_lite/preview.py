@@ -25,7 +25,7 @@ from typing import Any
 
 from rewards import RewardSet, Weighted, check_rewards, resolve_rewards
 from rewards.check import ERRORS, RewardReport, reads_gold
-from rewards.diagnoses import TIE
+from rewards.diagnoses import TIE, Finding, finding, is_correct, is_no_signal, is_truncated
 from rewards.display import RichReport
 
 from .data import question_of
@@ -36,21 +36,7 @@ SAMPLING = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "max
 ADVANTAGE = ("reward_weights", "scale_rewards", "multi_objective_aggregation")
 OPPOSED = -0.3  # correlation at or below which two rewards pull against each other
 LENGTH_PAYING = 0.5  # correlation with token count at or above which a reward pays for length
-TRUNCATED = 0.2  # share of completions cut at the token limit worth a warning
-NO_SIGNAL = 0.5  # share of groups with no signal worth a warning
 PROBLEMS_SHOWN = 8
-
-
-@dataclass(frozen=True)
-class Finding:
-    """Something that decides whether a run can learn, and what to do about it."""
-
-    kind: str
-    message: str
-    suggestion: str
-
-    def __str__(self) -> str:
-        return f"{self.kind}: {self.message} -> {self.suggestion}"
 
 
 def correlation(xs: Sequence[float | None], ys: Sequence[float | None]) -> float | None:
@@ -161,12 +147,12 @@ class PreviewReport(RichReport):
     def pass_at_k(self, name: str) -> dict[int, float]:
         """pass@k of reward ``name`` (a completion counts when it scores above 0), k up to the group size."""
         n = self.num_generations
-        counts = [sum((self.lab.rows[i]["scores"][name] or 0) > 0 for i in group) for group in self.groups]
+        counts = [sum(is_correct(self.lab.rows[i]["scores"][name]) for i in group) for group in self.groups]
         return {k: sum(pass_at_k(n, c, k) for c in counts) / len(counts) for k in powers_of_two(n)}
 
     def greedy_accuracy(self, name: str) -> float | None:
         scores = self.greedy_scores.get(name)
-        return sum((s or 0) > 0 for s in scores) / len(scores) if scores else None
+        return sum(is_correct(s) for s in scores) / len(scores) if scores else None
 
     def correlations(self) -> dict[tuple[str, str], float]:
         columns = {name: self.lab.scores(name) for name in self.functions}
@@ -218,8 +204,8 @@ class PreviewReport(RichReport):
             mean = f"{sum(totals) / len(totals):.3g}" if totals else "-"
             groups.add_row(str(g), Text(question_of(self.rows[members[0]]["prompt"])), Text(str(self.lab.rows[members[0]]["gold"])),
                            mean, f"{spread:.3g}", "yes" if self.no_signal(g) else "", str(sum(self.completions[i].truncated for i in members)))
-        findings = [Text(f"! {finding}", style="yellow") for finding in self.findings] or [Text("no findings", style="green")]
-        problems = [problem for problem in self.lab.problems if problem.kind != "tied_group"]
+        findings = [Text(f"! {found}", style="yellow") for found in self.findings] or [Text("no findings", style="green")]
+        problems = [problem for problem in self.lab.problems if problem.kind not in ("no_signal", "constant_reward")]
         shown = [Text(f"x {problem}", style="red") for problem in problems[:PROBLEMS_SHOWN]]
         if len(problems) > PROBLEMS_SHOWN:
             shown.append(Text(f"... and {len(problems) - PROBLEMS_SHOWN} more in report.lab.problems", style="red"))
@@ -229,10 +215,10 @@ class PreviewReport(RichReport):
 def _findings(report: PreviewReport) -> list[Finding]:
     found = []
     n = report.num_generations
-    if report.no_signal_share >= NO_SIGNAL:
-        found.append(Finding("no_signal", f"{report.no_signal_share:.0%} of a batch would teach nothing: every completion "
-                             "of those prompts scores the same", "give partial credit, raise temperature or num_generations, "
-                             "or use easier prompts"))
+    if is_no_signal(report.no_signal_share):
+        found.append(finding("no_signal", f"{report.no_signal_share:.0%} of a batch would teach nothing: every completion "
+                             "of those prompts scores the same"))
+    found += [finding(p.kind, f"{p.function}: {p.message}") for p in report.lab.problems if p.kind == "constant_reward"]
     for name in report.correctness:
         passes = report.pass_at_k(name)
         greedy = report.greedy_accuracy(name)
@@ -257,9 +243,8 @@ def _findings(report: PreviewReport) -> list[Finding]:
             found.append(Finding("pays_for_length", f"{name} rises with completion length (correlation {r:.2f}): the "
                                  "policy can earn it by writing more", "if length is not the goal, cap it "
                                  "(max_length_penalty, soft_overlong_punishment) or score content only"))
-    if report.truncated_share >= TRUNCATED:
-        found.append(Finding("truncated", f"{report.truncated_share:.0%} of completions hit max_completion_length", "raise "
-                             "max_completion_length, or reward shorter answers (soft_overlong_punishment)"))
+    if is_truncated(report.truncated_share):
+        found.append(finding("truncated", f"{report.truncated_share:.0%} of completions hit max_completion_length"))
     return found
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from rewards import check_rewards, resolve_rewards
 from rewards.check import RewardReport, reads_gold
-from rewards.diagnoses import TIE
+from rewards.diagnoses import TIE, Finding, finding, is_no_signal
 from rewards.display import RichReport
 
 from .config import load_run_yaml
@@ -58,6 +58,16 @@ class RescoreReport(RichReport):
         return sum(any(_sign(r["old"]) for r in g) and all(_sign(r["new"]) == 0 for r in g) for g in self._groups())
 
     @property
+    def findings(self) -> list[Finding]:
+        """What the new rewards would teach, judged by :data:`rewards.diagnoses.DIAGNOSES` as preview judges it."""
+        groups = self._groups()
+        silent = sum(all(_sign(r["new"]) == 0 for r in g) for g in groups) / max(len(groups), 1)
+        found = [finding("no_signal", f"{silent:.0%} of the logged groups would teach nothing under the new rewards: "
+                         "every completion of those prompts scores the same")] if is_no_signal(silent) else []
+        constant = {p.function: p for lab in self.labs for p in lab.problems if p.kind == "constant_reward"}
+        return found + [finding("constant_reward", f"{name}: {p.message}") for name, p in constant.items()]
+
+    @property
     def ok(self) -> bool:
         return all(lab.ok for lab in self.labs)
 
@@ -76,8 +86,9 @@ class RescoreReport(RichReport):
         for r in self.flipped[:20]:
             table.add_row(str(r["step"]), Text(question_of(r["prompt"])), Text(r["completion"].replace("\n", "\\n")),
                           f"{r['old']:.3g}", f"{r['new']:.3g}")
-        problems = [Text(f"x {p}", style="red") for lab in self.labs for p in lab.problems if p.kind != "tied_group"]
-        return Group(head, table, *problems)
+        problems = [Text(f"x {p}", style="red") for lab in self.labs for p in lab.problems
+                    if p.kind not in ("no_signal", "constant_reward")]
+        return Group(head, table, *[Text(str(f), style="yellow") for f in self.findings], *problems)
 
 
 def _columns_by_question(dataset, question: str) -> dict[str, dict[str, Any]]:

@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .calling import call_reward, score_violations
-from .combine import reward_name
+from .combine import reward_name, weighted_total
 from .correctness import final_answer, gold_answers
+from .diagnoses import DIAGNOSIS, TIE
 from .display import RichReport
 from .extract import completion_text
 from .registry import resolve_rewards
@@ -39,9 +40,14 @@ class Problem:
     function: str | None = None
     row: int | None = None
 
+    @property
+    def fix(self) -> str:
+        """What to change, from :data:`rewards.diagnoses.DIAGNOSES` when the problem is one of its diagnoses."""
+        return DIAGNOSIS[self.kind].fix if self.kind in DIAGNOSIS else ""
+
     def __str__(self) -> str:
         where = " ".join(x for x in (self.function and f"[{self.function}]", self.row is not None and f"row {self.row}") if x)
-        return f"{self.kind}: {where + ': ' if where else ''}{self.message}"
+        return f"{self.kind}: {where + ': ' if where else ''}{self.message}" + (f" -> {self.fix}" if self.fix else "")
 
 
 @dataclass
@@ -142,7 +148,7 @@ def _score_function(func: Callable, name: str, samples: Sequence[dict[str, Any]]
     clean = [None if score is None or i in bad else float(score) for i, score in enumerate(scores)]
     scored = [s for s in clean if s is not None]
     if n >= 2 and len(scored) == n and len(set(scored)) == 1:
-        problems.append(Problem("constant", f"scores {scored[0]:g} for every sample: it carries no signal here", name))
+        problems.append(Problem("constant_reward", f"scores {scored[0]:g} for every sample: it carries no signal here", name))
     if n and not scored:
         problems.append(Problem("never_scores", "returned None for every sample (missing column? unparseable golds?)", name))
     return clean, problems
@@ -220,7 +226,6 @@ def check_rewards(
     rows = []
     for i, row in enumerate(readable):
         text = completion_text(row["completion"])
-        present = [(s, wk) for s, wk in ((scores[n][i], wk) for n, wk in zip(names, w)) if s is not None]
         rows.append({
             "row": i,
             "group": groups[i],
@@ -228,7 +233,7 @@ def check_rewards(
             "parsed": final_answer(text),
             "gold": golds[i],
             "scores": {n: scores[n][i] for n in names},
-            "total": round(sum(s * wk for s, wk in present), 6) if present else None,
+            "total": weighted_total([scores[n][i] for n in names], w),
         })
     problems += _advantages(rows, names, weights, scale_rewards, multi_objective_aggregation)
     settings = {"reward_weights": weights, "scale_rewards": scale_rewards, "multi_objective_aggregation": multi_objective_aggregation}
@@ -295,11 +300,11 @@ def _advantages(rows, names, weights, scale_rewards, aggregation) -> list[Proble
             row["advantage"] = round(advantage, 4)
     return [
         Problem(
-            "tied_group",
+            "no_signal",
             f"all {len(members)} completions of group {members[0]['group']} score the same: their advantages are 0 "
-            "and this prompt teaches nothing (raise the temperature or make a reward more graded)",
+            "and this prompt teaches nothing",
         )
         for members in groups
-        if all(abs(r["advantage"]) < 1e-6 for r in members)
+        if all(abs(r["advantage"]) < TIE for r in members)
     ]
 

@@ -8,7 +8,7 @@ one's mean and std (``rewards/<name>/mean``), which is how a user sees which par
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 
@@ -23,6 +23,13 @@ def reward_name(func: Callable) -> str:
     while isinstance(func, functools.partial):
         func = func.func
     return getattr(func, "__name__", type(func).__name__)
+
+
+def weighted_total(scores: Sequence[float | None], weights: Sequence[float]) -> float | None:
+    """A completion's reward as GRPOTrainer sums it: each score present times its weight (``None`` when no
+    function scored it; TRL's nansum over ``reward_weights``)."""
+    present = [(float(s), float(w)) for s, w in zip(scores, weights) if s is not None]
+    return round(sum(s * w for s, w in present), 6) if present else None
 
 
 class Combined:

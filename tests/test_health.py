@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from grpo_lite import HealthMonitor
-from grpo_lite.monitor.health import RULES, HealthWarning, replay
+from grpo_lite.monitor.health import HealthWarning, replay
+from rewards.diagnoses import DIAGNOSES
 
 STREAMS = Path(__file__).parent / "data" / "streams"
 DOCS = Path(__file__).parents[1] / "docs" / "monitoring.md"
@@ -51,8 +52,8 @@ def test_a_warning_fires_once_per_episode_and_again_after_it_clears():
 @pytest.mark.parametrize(
     "rule, records, options, step",
     [
-        ("collapse", broken(healthy(), range(3, 9), reward_std=0.05), {}, 5),
-        ("collapse", broken(healthy(), {4}, frac_reward_zero_std=1.0), {}, 4),
+        ("no_signal", broken(healthy(), range(3, 9), reward_std=0.05), {}, 5),
+        ("no_signal", broken(healthy(), {4}, frac_reward_zero_std=1.0), {}, 4),
         ("truncated", broken(healthy(), range(2, 9), completions__clipped_ratio=1.0), {}, 2),
         ("nan", broken(healthy(), {6}, loss=None), {}, 6),  # metrics.jsonl writes NaN as null
         ("nan", broken(healthy(), {7}, grad_norm="inf"), {}, 7),
@@ -87,5 +88,5 @@ def test_constant_reward_stays_quiet_once_the_reward_varies():
 
 def test_docs_list_every_rule_with_its_thresholds_and_fix():
     docs = DOCS.read_text()
-    for rule in RULES:
+    for rule in DIAGNOSES:
         assert f"`{rule.name}`" in docs and rule.condition in docs and rule.fix in docs, rule.name

@@ -56,7 +56,7 @@ def test_planted_constant_crashing_and_wrong_length_rewards_are_flagged():
     report = check_rewards([soft_xml_format_reward, always_one, crashes_on_none, drops_one, returns_nan], ROWS)
     assert not report.ok
     by_kind = {(p.kind, p.function) for p in report.problems}
-    assert ("constant", "always_one") in by_kind
+    assert ("constant_reward", "always_one") in by_kind
     assert ("wrong_length", "drops_one") in by_kind
     assert ("not_a_number", "returns_nan") in by_kind
     crash = [p for p in report.problems if p.kind == "exception"]
@@ -68,14 +68,14 @@ def test_planted_constant_crashing_and_wrong_length_rewards_are_flagged():
 
 def test_a_regex_without_dotall_shows_up_as_a_constant_reward():
     report = check_rewards([no_dotall, numeric_correctness_reward], ROWS)
-    assert ("constant", "no_dotall") in {(p.kind, p.function) for p in report.problems}
+    assert ("constant_reward", "no_dotall") in {(p.kind, p.function) for p in report.problems}
 
 
 def test_groups_where_every_completion_ties_are_flagged():
     rows = [{"prompt": "q", "completion": WRONG, "answer": "7"}] * 3 + [{"prompt": "r", "completion": RIGHT, "answer": "7"},
                                                                         {"prompt": "r", "completion": WRONG, "answer": "7"}]
     report = check_rewards([numeric_correctness_reward], rows)
-    tied = [p for p in report.problems if p.kind == "tied_group"]
+    tied = [p for p in report.problems if p.kind == "no_signal"]
     assert len(tied) == 1 and "group 0" in tied[0].message
     assert report.ok  # a warning about signal, not an error
 

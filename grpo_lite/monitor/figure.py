@@ -7,7 +7,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from .health import RULE
+from rewards.diagnoses import DIAGNOSIS
 
 
 def _series(history: Sequence[dict[str, Any]], key: str) -> tuple[list[int], list[float]]:
@@ -49,14 +49,14 @@ def dashboard_figure(history: Sequence[dict[str, Any]]):
 
     spread.plot(*_series(history, "reward_std"), color="tab:orange", label="reward_std")
     spread.plot(*_series(history, "frac_reward_zero_std"), color="tab:red", linestyle="--", label="frac_reward_zero_std")
-    spread.axhline(RULE["collapse"].thresholds["reward_std"], color="grey", linewidth=0.5)  # the collapse warning's line
+    spread.axhline(DIAGNOSIS["no_signal"].thresholds["reward_std"], color="grey", linewidth=0.5)  # the no_signal warning's line
     spread.set_title("reward spread within groups")
     spread.legend(loc="upper right", fontsize=8)
 
     kl_steps, kl_values = _series(history, "kl")
     if kl_values:
         kl.plot(kl_steps, kl_values, color="tab:purple")
-        kl.axhline(RULE["kl_high"].thresholds["kl"], color="grey", linewidth=0.5)
+        kl.axhline(DIAGNOSIS["kl_high"].thresholds["kl"], color="grey", linewidth=0.5)
     else:
         kl.text(0.5, 0.5, "no KL logged\n(beta = 0)", ha="center", va="center", transform=kl.transAxes)
     kl.set_title("KL to the reference")

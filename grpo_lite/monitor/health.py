@@ -2,7 +2,8 @@
 
 Each rule reads the step records of ``metrics.jsonl`` (TRL's metrics plus the ``invariants/*`` keys of
 :mod:`grpo_lite.monitor.invariants`) and fires once when its condition starts; it fires again only after
-the condition has cleared. Every threshold lives in :data:`RULES`; docs/monitoring.md explains each one.
+the condition has cleared. Every threshold and fix lives in :data:`rewards.diagnoses.DIAGNOSES`, the table the
+reward lab, preview and rescore read too; docs/monitoring.md explains each one.
 
     monitor = HealthMonitor(beta=0.04, reward_names=["correctness"])
     for record in read_metrics("outputs/run"):
@@ -17,6 +18,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rewards.diagnoses import DIAGNOSIS, is_no_signal
+
 
 @dataclass(frozen=True)
 class HealthWarning:
@@ -29,55 +32,6 @@ class HealthWarning:
         return f"step {self.step}: {self.message} -> {self.fix}"
 
 
-@dataclass(frozen=True)
-class Rule:
-    """One documented health rule: its thresholds (by metric), the steps it looks at, and the fix."""
-
-    name: str
-    when: str  # the condition; {window} and {<metric>} (with "/" written "_") are filled from the fields below
-    fix: str
-    thresholds: Mapping[str, float]
-    window: int = 1  # steps the condition must hold in a row (for trends: the span judged)
-
-    @property
-    def condition(self) -> str:
-        return self.when.format(window=self.window, **{k.replace("/", "_"): v for k, v in self.thresholds.items()})
-
-
-RULES = (
-    Rule("collapse",
-         "reward_std < {reward_std} for {window} steps in a row, or frac_reward_zero_std > {frac_reward_zero_std}",
-         "raise temperature or num_generations, or give partial credit so completions of a prompt score differently",
-         {"reward_std": 0.1, "frac_reward_zero_std": 0.8}, window=3),
-    Rule("kl_high", "kl > {kl}", "halve learning_rate or raise beta", {"kl": 0.5}),
-    Rule("reward_not_improving",
-         "after {window} steps, the mean reward of the last third of the last {window} steps <= the first third",
-         "check the rewards in the reward lab; raise learning_rate; make the task easier or the reward more graded",
-         {"invariants/reward_trend": 0.0}, window=30),
-    Rule("truncated", "completions/clipped_ratio > {completions_clipped_ratio}",
-         "raise max_completion_length, or reward shorter answers (soft_overlong_punishment)",
-         {"completions/clipped_ratio": 0.8}),
-    Rule("constant_reward", "a reward function's std is 0 and its mean unchanged for the first {window} steps",
-         "this reward gives no signal: run it through rewards.check_rewards on real completions",
-         {"rewards/<name>/std": 0.0}, window=10),
-    Rule("nan", "loss or grad_norm is NaN or infinite",
-         "lower learning_rate, keep max_grad_norm set, and use bf16 rather than fp16", {}),
-    Rule("kl_absent", "no kl metric (beta is 0, so no reference model)",
-         "set beta=0.04 (the grpo-lite default) to see how far the policy drifts", {}),
-    Rule("zero_grad", "grad_norm <= {grad_norm} from step {window} on",
-         "nothing learns: check that rewards differ within groups and that the model has trainable (LoRA) weights",
-         {"grad_norm": 0.0}, window=3),
-    Rule("advantage_not_centered", "invariants/within_group_adv_sum_absmax > {invariants_within_group_adv_sum_absmax}",
-         "advantages of a group must sum to ~0: keep a prompt's num_generations completions together in the batch",
-         {"invariants/within_group_adv_sum_absmax": 0.01}),
-    Rule("empty_completion_mask", "invariants/completion_tokens <= {invariants_completion_tokens}",
-         "no completion token is trained on: raise max_completion_length or set mask_truncated_completions=False",
-         {"invariants/completion_tokens": 0.0}),
-    Rule("kl_dominates", "invariants/kl_share > {invariants_kl_share} (beta * kl outweighs the mean absolute advantage)",
-         "lower beta or learning_rate: the KL term pins the policy to the reference",
-         {"invariants/kl_share": 0.5}),
-)
-RULE = {rule.name: rule for rule in RULES}
 
 
 def metric(record: Mapping[str, Any], key: str) -> float | None:
@@ -86,7 +40,7 @@ def metric(record: Mapping[str, Any], key: str) -> float | None:
     return None if value is None else float(value)
 
 
-def reward_trend(rewards: Sequence[float | None], window: int = RULE["reward_not_improving"].window) -> float | None:
+def reward_trend(rewards: Sequence[float | None], window: int = DIAGNOSIS["reward_not_improving"].window) -> float | None:
     """Mean of the last third minus mean of the first third of the last ``window`` rewards (None under 6 steps)."""
     recent = [r for r in rewards[-window:] if r is not None and math.isfinite(r)]
     third = len(recent) // 3
@@ -107,7 +61,7 @@ class HealthMonitor:
         self.beta = beta
         self.max_steps = max_steps
         self.reward_names = list(reward_names)
-        window = RULE["reward_not_improving"].window
+        window = DIAGNOSIS["reward_not_improving"].window
         self.trend_window = min(window, max_steps) if max_steps and max_steps > 0 else window
         self.warnings: list[HealthWarning] = []
         self.rewards: list[float | None] = []
@@ -120,7 +74,7 @@ class HealthMonitor:
         self.rewards.append(metric(record, "reward"))
         step = int(record.get("step", len(self.rewards)))
         conditions = self._conditions(record, step)
-        new = [HealthWarning(name, step, message, RULE[name].fix)
+        new = [HealthWarning(name, step, message, DIAGNOSIS[name].fix)
                for name, message in conditions.items() if message and name not in self._active]
         self._active = {name for name, message in conditions.items() if message}
         self.warnings += new
@@ -129,7 +83,7 @@ class HealthMonitor:
     def _conditions(self, record: dict[str, Any], step: int) -> dict[str, str | None]:
         """Each rule's message when its condition holds at this step, else None."""
         return {
-            "collapse": self._collapse(record),
+            "no_signal": self._no_signal(record),
             "kl_high": self._above(record, "kl_high", "kl", "KL is {value:.3g}: the policy is drifting fast"),
             "reward_not_improving": self._reward_not_improving(),
             "truncated": self._above(record, "truncated", "completions/clipped_ratio",
@@ -150,14 +104,14 @@ class HealthMonitor:
     @staticmethod
     def _above(record, rule: str, key: str, message: str) -> str | None:
         value = metric(record, key)
-        return message.format(value=value) if value is not None and value > RULE[rule].thresholds[key] else None
+        return message.format(value=value) if value is not None and value > DIAGNOSIS[rule].thresholds[key] else None
 
-    def _collapse(self, record) -> str | None:
-        rule = RULE["collapse"]
+    def _no_signal(self, record) -> str | None:
+        rule = DIAGNOSIS["no_signal"]
         reward_std, tied = metric(record, "reward_std"), metric(record, "frac_reward_zero_std")
         low = reward_std is not None and reward_std < rule.thresholds["reward_std"]
         self._low_std_steps = self._low_std_steps + 1 if low else 0
-        if tied is not None and tied > rule.thresholds["frac_reward_zero_std"]:
+        if tied is not None and is_no_signal(tied):
             return f"{tied:.0%} of groups gave every completion the same reward: no learning signal"
         if self._low_std_steps >= rule.window:
             return f"reward_std has stayed under {rule.thresholds['reward_std']} for {self._low_std_steps} steps"
@@ -167,7 +121,7 @@ class HealthMonitor:
         if len(self.rewards) < self.trend_window:
             return None
         trend = reward_trend(self.rewards, self.trend_window)
-        if trend is None or trend > RULE["reward_not_improving"].thresholds["invariants/reward_trend"]:
+        if trend is None or trend > DIAGNOSIS["reward_not_improving"].thresholds["invariants/reward_trend"]:
             return None
         return f"reward has not improved over the last {self.trend_window} steps (trend {trend:+.3g})"
 
@@ -178,10 +132,10 @@ class HealthMonitor:
         for name in names:
             mean, std = metric(record, f"rewards/{name}/mean"), metric(record, f"rewards/{name}/std")
             first = self._first_reward_means.setdefault(name, mean)
-            if mean is None or mean != first or (std or 0.0) > RULE["constant_reward"].thresholds["rewards/<name>/std"]:
+            if mean is None or mean != first or (std or 0.0) > DIAGNOSIS["constant_reward"].thresholds["rewards/<name>/std"]:
                 self._varied_rewards.add(name)
         constant = [name for name in names if name not in self._varied_rewards]
-        if len(self.rewards) < RULE["constant_reward"].window or not constant:
+        if len(self.rewards) < DIAGNOSIS["constant_reward"].window or not constant:
             return None
         return f"{', '.join(constant)} gave every completion the same score since the first step"
 
@@ -190,14 +144,14 @@ class HealthMonitor:
         return "KL is not computed (beta is 0, so there is no reference model)" if absent else None
 
     def _zero_grad(self, record, step: int) -> str | None:
-        rule, grad_norm = RULE["zero_grad"], metric(record, "grad_norm")
+        rule, grad_norm = DIAGNOSIS["zero_grad"], metric(record, "grad_norm")
         if step >= rule.window and grad_norm is not None and grad_norm <= rule.thresholds["grad_norm"]:
             return f"grad_norm is {grad_norm:g}: no weight moves"
         return None
 
     def _empty_completion_mask(self, record) -> str | None:
         tokens = metric(record, "invariants/completion_tokens")
-        if tokens is not None and tokens <= RULE["empty_completion_mask"].thresholds["invariants/completion_tokens"]:
+        if tokens is not None and tokens <= DIAGNOSIS["empty_completion_mask"].thresholds["invariants/completion_tokens"]:
             return "no completion token is trained on (the completion mask is empty)"
         return None
 

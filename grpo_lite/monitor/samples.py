@@ -14,6 +14,8 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from rewards.combine import weighted_total
+
 from ..run_files import SAMPLES_FILE, append_jsonl, in_run, read_jsonl, write_jsonl
 
 
@@ -46,13 +48,12 @@ def batch_samples(trainer, step: int) -> list[dict[str, Any]]:
     rows = []
     for i in range(n):
         rewards = {name: _score(values[i]) for name, values in scores.items()}
-        present = [(s, w) for s, w in zip(rewards.values(), weights) if s is not None]
         rows.append({
             "step": step,
             "prompt": _text(prompts[i]),
             "completion": _text(completions[i]),
             "rewards": rewards,
-            "total": round(sum(float(s) * float(w) for s, w in present), 6) if present else None,
+            "total": weighted_total(list(rewards.values()), weights),
             "advantage": _score(advantages[i]) if i < len(advantages) else None,
         })
     return rows
