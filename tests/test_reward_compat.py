@@ -211,3 +211,17 @@ def test_off_the_main_thread_rewards_run_unchanged_without_a_limit_and_the_run_s
     said = [r.getMessage() for r in caplog.records if "reward_timeout does not apply" in r.getMessage()]
     assert len(said) == 1 and said[0].startswith("reward_timeout does not apply to 'format_reward': it is called off the main thread")
     assert outcome and [r["step"] for r in read_metrics(tmp_path)] == [1, 2, 3]
+
+
+def test_grpo_lite_score_awaits_an_async_reward_named_by_module_path(tmp_path, capsys, monkeypatch):
+    import json
+
+    from grpo_lite.cli import main
+
+    rows = lab_rows(chat=False)
+    (tmp_path / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    monkeypatch.chdir(tmp_path)
+    names = "compat_rewards:async_nonempty_reward,compat_rewards:boxed_reference_reward"
+    assert main(["score", "--rewards", names, "--data", "samples.jsonl"]) == 0  # report.ok: no crash, only scores
+    out = capsys.readouterr().out
+    assert "Reward lab: 12 rows x 2 functions" in out and "coroutine" not in out and "wrong_length" not in out
