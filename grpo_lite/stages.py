@@ -3,6 +3,8 @@
 Each stage is an ordinary :func:`grpo_lite.train` run in its own folder (``<output_dir>/<i>-<name>``) with its
 own rewards and settings. The stages' step records are also joined into ``<output_dir>/metrics.jsonl`` with
 steps numbered on from the previous stage and a ``stage`` field, so one history shows the whole curriculum.
+A stage that ends early (the Stop button, Ctrl-C, a reward that keeps failing) ends the plan there, with that
+stage's checkpoint: the later stages do not start.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from rewards import resolve_rewards, reward_name
 
 from .log import logger
 from .monitor.metrics import read_metrics
@@ -58,7 +62,7 @@ def train_stages(
     output_dir: str | Path = "outputs/grpo-lite-stages",
     **common: Any,
 ) -> list[TrainResult]:
-    """Run ``stages`` one after another on ``model``'s LoRA weights; returns each stage's :class:`TrainResult`.
+    """Run ``stages`` one after another on ``model``'s LoRA weights; returns the :class:`TrainResult` of each stage run.
 
     ``common`` are ``train`` arguments for every stage (``preset``, ``num_generations``, ...); a stage's own
     overrides win over them.
@@ -70,10 +74,16 @@ def train_stages(
     stage_dirs = [output_dir / f"{i}-{name}" for i, name in enumerate(names, start=1)]
     results = []
     for stage, name, stage_dir in zip(stages, names, stage_dirs):
-        logger.info(f"stage {name!r}: {stage.max_steps} steps with rewards {stage.rewards!r}")
+        funcs, _ = resolve_rewards(stage.rewards)
+        logger.info(f"stage {name!r}: {stage.max_steps} steps with rewards {', '.join(map(reward_name, funcs))}")
         settings = {**common, **stage.overrides, "max_steps": stage.max_steps}
         result = train(model, tokenizer, dataset, stage.rewards, output_dir=stage_dir, **settings)
         model = result.model  # the same LoRA weights, now trained, go into the next stage
         results.append(result)
         _combine(stage_dirs[: len(results)], names, output_dir / METRICS_FILE)
+        if result.stopped is not None:
+            later = names[len(results):]
+            if later:
+                logger.info(f"stage {name!r} ended early ({result.stopped}): not running {', '.join(map(repr, later))}")
+            break
     return results

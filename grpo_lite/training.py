@@ -50,6 +50,7 @@ class TrainResult:
     output_dir: Path
     rewards: list[GuardedReward] = field(default_factory=list)
     evaluation: Any = None  # held-out reports before and after (grpo_lite.evaluation.Comparison) when asked
+    stopped: str | None = None  # why training ended before max_steps (Stop, Ctrl-C, a failing reward), if it did
 
     @property
     def metrics(self) -> list[dict[str, Any]]:
@@ -190,4 +191,4 @@ def train(
     if switch.error is not None:
         raise switch.error
     return TrainResult(trainer=trainer, output_dir=output_dir, rewards=guarded,
-                       evaluation=evaluation[0].comparison if evaluation else None)
+                       evaluation=evaluation[0].comparison if evaluation else None, stopped=switch.reason)

@@ -15,7 +15,7 @@ def digit_reward(completions, answer, **kwargs):
     return [float(a in c[0]["content"]) for c, a in zip(completions, answer)]
 
 
-def test_stages_train_the_same_lora_weights_and_continue_the_history(tiny_model, tmp_path):
+def test_stages_train_the_same_lora_weights_and_continue_the_history(tiny_model, tmp_path, capsys):
     model, tokenizer = tiny_model
     dataset = prepare_dataset([{"question": f"What is {i} + {i}?", "answer": str(2 * i)} for i in range(12)], system_prompt=None)
     lora = {n: p for n, p in model.named_parameters() if "lora_B" in n}
@@ -27,6 +27,7 @@ def test_stages_train_the_same_lora_weights_and_continue_the_history(tiny_model,
     results = train_stages(stages, model, tokenizer, dataset, output_dir=tmp_path, **QUICK)
 
     assert [r.output_dir.name for r in results] == ["1-format", "2-stage2", "3-stage3"]
+    assert "stage 'stage2': 2 steps with rewards length_reward, digit_reward" in capsys.readouterr().err
     assert results[2].model is results[1].model is results[0].model
     assert any(not torch.equal(start[n], p) for n, p in lora.items()), "the stages did not train the given LoRA weights"
     assert [r["step"] for r in read_metrics(tmp_path / "1-format")] == [1, 2]

@@ -1,7 +1,8 @@
 """The Stop button on real kernels: its click, sent as a frontend sends it, ends training after that step.
 
 Kernels: this venv's (ipykernel 7.4: a subshell), ipykernel 7.3 (clicks taken off the shell channel thread)
-and Colab's (ipykernel 6.17.1, IPython 7.34, jupyter_client 6.1.12, ipywidgets 7.7.1: jupyter-ui-poll).
+and Colab's (ipykernel 6.17.1, IPython 7.34, jupyter_client 6.1.12, ipywidgets 7.7.1: jupyter-ui-poll). Cases:
+the running cell; a training cell queued behind another that drew a button ("Run all"); a plan of stages.
 """
 
 import os
@@ -12,7 +13,7 @@ from kernel_click import run_and_click
 from kernel_envs import kernel_pythonpath
 
 SETUP = """
-from grpo_lite import build_tiny_model, load_model, prepare_dataset, train
+from grpo_lite import Stage, build_tiny_model, load_model, prepare_dataset, train, train_stages
 model, tokenizer = load_model(str(build_tiny_model("tiny-model", seed=0)), lora_rank=8)
 dataset = prepare_dataset([{"question": f"Spell {w}", "answer": w} for w in ["cat", "dog", "owl", "bee"] * 4],
                           system_prompt=None)
@@ -49,3 +50,33 @@ def test_a_click_stops_the_running_cell_after_that_step_with_a_checkpoint(kernel
     [trained] = clicked.trained(1)
     assert clicked.clicked_at <= trained < MAX_STEPS, clicked
     assert (tmp_path / "run" / f"checkpoint-{trained}").is_dir()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_a_click_stops_a_training_cell_queued_behind_another(kernel, tmp_path):
+    cells = [SETUP, training_cell("first", max_steps=2), training_cell("run")]
+    clicked = run_and_click(sys.executable, cells, tmp_path, env=kernel_env(kernel), click_button=2)
+    assert not clicked.errors, clicked
+    assert clicked.trained(1) == [2], "the first cell ran to its end"
+    [trained] = clicked.trained(2)
+    assert clicked.clicked_at <= trained < MAX_STEPS, clicked
+    assert (tmp_path / "run" / f"checkpoint-{trained}").is_dir()
+
+
+STAGES = f"""
+results = train_stages([Stage(length_reward, max_steps={MAX_STEPS}, name="first"), Stage(length_reward, max_steps=3)],
+                       model, tokenizer, dataset, output_dir="plan", **SETTINGS)
+print("trained", *[r.trainer.state.global_step for r in results])
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kernel", ["default", "colab"])
+def test_a_click_ends_the_whole_plan_of_stages_with_a_checkpoint(kernel, tmp_path):
+    clicked = run_and_click(sys.executable, [SETUP, STAGES], tmp_path, env=kernel_env(kernel))
+    assert not clicked.errors, clicked
+    [trained] = clicked.trained(1)
+    assert clicked.clicked_at <= trained < MAX_STEPS, clicked
+    assert (tmp_path / "plan" / "1-first" / f"checkpoint-{trained}").is_dir()
+    assert not (tmp_path / "plan" / "2-stage2").exists(), "the second stage did not start"

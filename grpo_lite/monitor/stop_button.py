@@ -12,7 +12,11 @@ in each ipykernel release's source (kernelbase.py, comm/comm.py):
   (7.0's skips the shell stream). The button's clicks are taken off the shell channel thread itself, before
   routing; every other message goes on as before.
 - ipykernel 5 and 6 (Colab, Kaggle): no subshells; jupyter-ui-poll hands pending shell messages to the
-  kernel between training steps, keeping execute requests of queued cells for after the cell.
+  kernel between training steps, keeping execute requests of queued cells for after the cell. A cell queued
+  behind another that polled ("Run all") is run by jupyter-ui-poll's replay while the kernel's own dispatch
+  loop waits on its message queue: tornado's ``Queue.put_nowait`` hands the next message (the click) straight
+  to that waiting ``get``, which runs only once the cell ends. The waiting ``get`` is given a message that does
+  nothing first, so the click stays in the queue for the poll.
 
 Where none of these can deliver the click (no ipywidgets, no jupyter-ui-poll, an unknown kernel), no button
 is drawn and the view says how to stop: interrupt the kernel.
@@ -63,6 +67,17 @@ def why_no_button(kernel) -> str:
     return f"no Stop button: this kernel cannot deliver a click while it trains; {HOW_TO_STOP}"
 
 
+async def _nothing() -> None:
+    pass
+
+
+def _satisfy_waiting_dispatch(kernel) -> None:
+    """Give the kernel's waiting dispatch loop a message that does nothing (see the module docstring)."""
+    queue = getattr(kernel, "msg_queue", None)
+    if getattr(queue, "_getters", None):  # tornado.queues.Queue with a dispatch loop waiting in get()
+        queue.put_nowait((next(kernel._message_counter), _nothing, ()))
+
+
 class StopButton:
     """Shows an ``ipywidgets.Button``; a click calls ``on_stop`` once. Call :meth:`poll` between steps.
 
@@ -89,6 +104,7 @@ class StopButton:
             from jupyter_ui_poll import ui_events
 
             self._poll = self._events.enter_context(ui_events())
+            _satisfy_waiting_dispatch(kernel)
         display(self.button)
 
     # ipykernel 7.4 on: a subshell for the button's comm --------------------------------------------------
