@@ -25,7 +25,11 @@ def test_notebook_is_stripped_and_opens_with_badge_parameters_and_install(path):
     assert "GPU" in first.source or "CPU" in first.source, "say what hardware it needs"
     parameters = [c for c in notebook.cells if "parameters" in c.metadata.get("tags", [])]
     assert len(parameters) == 1 and "GRPO_LITE_SMOKE" in parameters[0].source
-    assert any("%pip install" in c.source and "find_spec" in c.source for c in notebook.cells if c.cell_type == "code")
+    assert "kaggle.com/kernels/welcome?src=" in first.source, "a Kaggle badge next to the Colab one"
+    assert "GRPO_LITE_FROM" in parameters[0].source
+    code = [c.source for c in notebook.cells if c.cell_type == "code"]
+    install = next(i for i, source in enumerate(code) if "%pip install" in source and "find_spec" in source)
+    assert "check_runtime(allow_cpu=SMOKE)" in code[install + 1], "the runtime check comes right after the install"
     for cell in notebook.cells:
         if cell.cell_type == "code" and not cell.metadata.get("keep_output"):
             assert cell.outputs == [] and cell.execution_count is None, f"{path.name}: strip outputs before committing"

@@ -1,0 +1,120 @@
+"""Getting grpo-lite onto a notebook runtime: one address everywhere, and each notebook's install cell run for real.
+
+The slow tests build the wheel once and a fresh venv without grpo_lite, holding what Colab preinstalls that
+matters here (torch, ipykernel, ipywidgets, matplotlib); each install cell then runs in a real kernel there.
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+REPOSITORY = re.search(r'^Repository = "(.+)"$', (ROOT / "pyproject.toml").read_text(), re.MULTILINE).group(1)  # [project.urls]
+OWNER_NAME = REPOSITORY.removeprefix("https://github.com/")
+
+
+def _cells(path: Path) -> list:
+    return nbformat.read(path, as_version=4).cells
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def test_badges_and_install_cell_use_the_declared_repository(path):
+    cells = _cells(path)
+    url = f"github.com/{OWNER_NAME}/blob/main/notebooks/{path.name}"
+    assert f"(https://colab.research.google.com/github/{OWNER_NAME}/blob/main/notebooks/{path.name})" in cells[0].source
+    assert f"(https://kaggle.com/kernels/welcome?src=https://{url})" in cells[0].source
+    parameters = next(c for c in cells if "parameters" in c.metadata.get("tags", []))
+    assert f'"git+{REPOSITORY}"' in parameters.source
+
+
+def test_no_other_address_for_grpo_lite_anywhere():
+    texts = [p.read_text() for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *NOTEBOOKS]]
+    addresses = {m for text in texts for m in re.findall(r"github\.com/([\w.-]+/grpo-lite)\b", text)}
+    assert addresses == {OWNER_NAME}
+    assert not any(re.search(r"pip install [\"']?grpo-lite\[", text) for text in texts), "grpo-lite is not on the package index"
+
+
+def _run(*command, **options):
+    done = subprocess.run([str(c) for c in command], capture_output=True, text=True, timeout=900, **options)
+    assert done.returncode == 0, (command, done.stdout[-2000:], done.stderr[-3000:])
+    return done
+
+
+@pytest.fixture(scope="module")
+def fresh_runtime(tmp_path_factory):
+    """A built wheel, and a venv with torch (the local CPU wheel) and a kernel but no grpo_lite."""
+    where = tmp_path_factory.mktemp("runtime")
+    _run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", where / "dist", ROOT)
+    _run(sys.executable, "-m", "venv", where / "venv")
+    python = where / "venv" / "bin" / "python"
+    _run(python, "-m", "pip", "install", "-q", "torch==2.13.0")
+    _run(python, "-m", "pip", "install", "-q", "ipykernel", "ipywidgets>=7.7", "matplotlib")
+    assert subprocess.run([python, "-c", "import grpo_lite"], capture_output=True).returncode == 1
+    _run(python, "-m", "ipykernel", "install", "--prefix", where / "jupyter", "--name", "fresh-runtime")
+    return where, python
+
+
+def _install_cell(path: Path) -> str:
+    return next(c.source for c in _cells(path) if c.cell_type == "code" and "%pip install" in c.source)
+
+
+@pytest.mark.slow
+def test_the_install_line_keeps_the_runtimes_torch(fresh_runtime, tmp_path):
+    """On a GPU runtime the cell installs the Unsloth extra; pip, asked for it plainly, would replace torch
+    2.13 (Unsloth's torchvision and xformers have no torch upper bound that holds 2.13); the cell's line keeps it.
+
+    No GPU here: an ``nvidia-smi`` on PATH that lists one makes the cell take its GPU branch; pip runs for real
+    with --dry-run (PIP_DRY_RUN) and writes what it would install (PIP_REPORT).
+    """
+    where, python = fresh_runtime
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nvidia-smi").write_text("#!/bin/sh\necho 'GPU 0: Tesla T4 (UUID: GPU-0)'\n")
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "PIP_DRY_RUN": "1"}
+
+    def would_install(code: str, report: Path) -> set[str]:
+        script = (f"from IPython.core.interactiveshell import InteractiveShell\nshell = InteractiveShell.instance()\n"
+                  f"shell.user_ns.update(GRPO_LITE_FROM={str(where / 'dist')!r}, INSTALL_VLLM=False, SMOKE=False)\n"
+                  f"result = shell.run_cell({code!r})\nresult.raise_error()\n")
+        _run(python, "-c", script, env={**env, "PIP_REPORT": str(report)})
+        return {item["metadata"]["name"].lower() for item in json.loads(report.read_text())["install"]}
+
+    wheel = next((where / "dist").glob("*.whl")).resolve().as_uri()
+    plain = would_install(f'%pip install -q "grpo-lite[unsloth] @ {wheel}"', tmp_path / "plain.json")
+    assert "torch" in plain, "pip would have kept torch anyway: this test no longer shows what the pins are for"
+    cell = would_install(_install_cell(NOTEBOOKS[0]), tmp_path / "cell.json")
+    assert "unsloth" in cell and "grpo-lite" in cell
+    assert "torch" not in cell, f"the install cell would replace the runtime's torch: {sorted(cell)}"
+
+
+@pytest.mark.slow
+def test_each_install_cell_installs_from_the_wheel_and_notebook_01_then_runs(fresh_runtime, tmp_path, monkeypatch):
+    from nbclient import NotebookClient
+
+    where, python = fresh_runtime
+    monkeypatch.setenv("JUPYTER_PATH", str(where / "jupyter" / "share" / "jupyter"))
+    monkeypatch.setenv("GRPO_LITE_FROM", str(where / "dist"))
+    monkeypatch.setenv("GRPO_LITE_SMOKE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    for path in NOTEBOOKS:
+        subprocess.run([python, "-m", "pip", "uninstall", "-q", "-y", "grpo-lite"], capture_output=True)
+        notebook = nbformat.read(path, as_version=4)
+        if not path.name.startswith("01"):  # the others up to their runtime check; test_notebooks runs them whole
+            end = next(i for i, c in enumerate(notebook.cells) if "check_runtime(" in c.source)
+            notebook.cells = notebook.cells[: end + 1]
+        workdir = tmp_path / path.stem
+        workdir.mkdir()
+        client = NotebookClient(notebook, timeout=900, kernel_name="fresh-runtime", resources={"metadata": {"path": str(workdir)}})
+        client.execute()
+        installed = subprocess.run([python, "-c", "import grpo_lite; print(grpo_lite.__file__)"], capture_output=True, text=True)
+        assert installed.returncode == 0 and str(where / "venv") in installed.stdout, (path.name, installed.stderr[-1000:])
+    assert (tmp_path / "01_quickstart_gsm8k" / "outputs" / "quickstart" / "metrics.jsonl").exists()
