@@ -41,8 +41,16 @@ def test_no_other_address_for_grpo_lite_anywhere():
     assert not any(re.search(r"pip install [\"']?grpo-lite\[", text) for text in texts), "grpo-lite is not on the package index"
 
 
-def _run(*command, **options):
-    done = subprocess.run([str(c) for c in command], capture_output=True, text=True, timeout=900, **options)
+def _outside_the_repository() -> dict:
+    """The environment without a way to this checkout's grpo_lite: PYTHONPATH, or VIRTUAL_ENV, whose site-packages
+    IPython adds to sys.path ("Attempting to work in a virtualenv")."""
+    return {name: value for name, value in os.environ.items() if name not in ("PYTHONPATH", "VIRTUAL_ENV")}
+
+
+def _run(*command, cwd=None, env=None, **options):
+    """Run ``command`` outside the repository, where ``python -c`` would import its grpo_lite."""
+    done = subprocess.run([str(c) for c in command], capture_output=True, text=True, timeout=900, cwd=cwd or Path.home(),
+                          env=env or _outside_the_repository(), **options)
     assert done.returncode == 0, (command, done.stdout[-2000:], done.stderr[-3000:])
     return done
 
@@ -56,7 +64,7 @@ def fresh_runtime(tmp_path_factory):
     python = where / "venv" / "bin" / "python"
     _run(python, "-m", "pip", "install", "-q", "torch==2.13.0")
     _run(python, "-m", "pip", "install", "-q", "ipykernel", "ipywidgets>=7.7", "matplotlib")
-    assert subprocess.run([python, "-c", "import grpo_lite"], capture_output=True).returncode == 1
+    assert subprocess.run([python, "-c", "import grpo_lite"], capture_output=True, cwd=where, env=_outside_the_repository()).returncode == 1
     _run(python, "-m", "ipykernel", "install", "--prefix", where / "jupyter", "--name", "fresh-runtime")
     return where, python
 
@@ -78,13 +86,14 @@ def test_the_install_line_keeps_the_runtimes_torch(fresh_runtime, tmp_path):
     bin_dir.mkdir()
     (bin_dir / "nvidia-smi").write_text("#!/bin/sh\necho 'GPU 0: Tesla T4 (UUID: GPU-0)'\n")
     (bin_dir / "nvidia-smi").chmod(0o755)
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "PIP_DRY_RUN": "1"}
+    env = {**_outside_the_repository(), "PATH": f"{bin_dir}:{os.environ['PATH']}", "PIP_DRY_RUN": "1"}
 
     def would_install(code: str, report: Path) -> set[str]:
         script = (f"from IPython.core.interactiveshell import InteractiveShell\nshell = InteractiveShell.instance()\n"
                   f"shell.user_ns.update(GRPO_LITE_FROM={str(where / 'dist')!r}, INSTALL_VLLM=False, SMOKE=False)\n"
-                  f"result = shell.run_cell({code!r})\nresult.raise_error()\n")
-        _run(python, "-c", script, env={**env, "PIP_REPORT": str(report)})
+                  f"result = shell.run_cell({code!r})\nresult.raise_error()")
+        done = _run(python, "-c", script, env={**env, "PIP_REPORT": str(report)})
+        assert report.exists(), f"pip ran no install: {done.stdout[-3000:]} {done.stderr[-3000:]}"
         return {item["metadata"]["name"].lower() for item in json.loads(report.read_text())["install"]}
 
     wheel = next((where / "dist").glob("*.whl")).resolve().as_uri()
@@ -100,13 +109,15 @@ def test_each_install_cell_installs_from_the_wheel_and_notebook_01_then_runs(fre
     from nbclient import NotebookClient
 
     where, python = fresh_runtime
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
     monkeypatch.setenv("JUPYTER_PATH", str(where / "jupyter" / "share" / "jupyter"))
     monkeypatch.setenv("GRPO_LITE_FROM", str(where / "dist"))
     monkeypatch.setenv("GRPO_LITE_SMOKE", "1")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("MPLBACKEND", "Agg")
     for path in NOTEBOOKS:
-        subprocess.run([python, "-m", "pip", "uninstall", "-q", "-y", "grpo-lite"], capture_output=True)
+        subprocess.run([python, "-m", "pip", "uninstall", "-q", "-y", "grpo-lite"], capture_output=True, cwd=where)
         notebook = nbformat.read(path, as_version=4)
         if not path.name.startswith("01"):  # the others up to their runtime check; test_notebooks runs them whole
             end = next(i for i, c in enumerate(notebook.cells) if "check_runtime(" in c.source)
@@ -115,6 +126,6 @@ def test_each_install_cell_installs_from_the_wheel_and_notebook_01_then_runs(fre
         workdir.mkdir()
         client = NotebookClient(notebook, timeout=900, kernel_name="fresh-runtime", resources={"metadata": {"path": str(workdir)}})
         client.execute()
-        installed = subprocess.run([python, "-c", "import grpo_lite; print(grpo_lite.__file__)"], capture_output=True, text=True)
+        installed = subprocess.run([python, "-c", "import grpo_lite; print(grpo_lite.__file__)"], capture_output=True, text=True, cwd=where)
         assert installed.returncode == 0 and str(where / "venv") in installed.stdout, (path.name, installed.stderr[-1000:])
     assert (tmp_path / "01_quickstart_gsm8k" / "outputs" / "quickstart" / "metrics.jsonl").exists()
