@@ -40,16 +40,19 @@ class HeldoutEvaluation(TrainerCallback):
         self.before = None
         self.comparison: Comparison | None = None
 
-    def _evaluate(self, model):
+    def _evaluate(self, model, when: str):
+        samples = self.options["heldout_samples"]
+        rows = len(self.dataset) if self.options["heldout_n"] is None else min(self.options["heldout_n"], len(self.dataset))
+        logger.info(f"held-out evaluation {when}: {rows} rows, greedy" + (f" and {samples} samples each" if samples > 1 else ""))
         return evaluate(model, self.tokenizer, self.dataset, self.rewards, **self.options)
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
-        self.before = self._evaluate(model)
+        self.before = self._evaluate(model, "before training")
         logger.info(f"held-out before training ({self.before.n} rows): accuracy {self.before.accuracy:.1%}, "
                     f"format rate {self.before.format_rate:.1%}")
 
     def on_train_end(self, args, state, control, model=None, **kwargs):
-        self.comparison = compare(self.before, self._evaluate(model))
+        self.comparison = compare(self.before, self._evaluate(model, "after training"))
         logger.info(f"held-out before and after training:\n{self.comparison}")
         if state.is_world_process_zero:
             write_json(self.path, {"before": self.comparison.base.as_dict(), "after": self.comparison.trained.as_dict()})

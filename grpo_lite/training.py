@@ -4,7 +4,6 @@ The run, in order: resolve and guard the rewards; build and check the GRPOConfig
 (``run.yaml``); assemble the callbacks, each with one job; build TRL's GRPOTrainer; train (from a
 checkpoint when resuming); save. What each callback does, and the files it writes, is in its module:
 
-    HeldoutEvaluation   grpo_lite.heldout            held-out scores before and after -> eval.json
     InvariantChecks     grpo_lite.monitor.invariants GRPO invariants into each step's logs
     MetricsLog          grpo_lite.monitor.metrics    each step -> metrics.jsonl
     SampleLog           grpo_lite.monitor.samples    each completion, scored -> samples.jsonl
@@ -12,6 +11,7 @@ checkpoint when resuming); save. What each callback does, and the files it write
     NaNStop             grpo_lite.nan_guard          stop, without saving, at a NaN loss or gradient
     InterruptStops      grpo_lite.stopping           Ctrl-C stops after the step
     LiveDashboard       grpo_lite.monitor.dashboard  charts, samples, health warnings, Stop button
+    HeldoutEvaluation   grpo_lite.heldout            held-out scores before and after -> eval.json
     StopSwitch          grpo_lite.stopping           the one way a run ends early, with a checkpoint
 
 Out of GPU memory and a full disk end training from inside the Trainer: ``grpo_lite.faults`` saves what
@@ -169,7 +169,6 @@ def train(
 
     switch = StopSwitch()
     watchers = [
-        *evaluation,
         InvariantChecks(),  # before MetricsLog, which records the invariants it adds to the logs
         MetricsLog(output_dir),
         SampleLog(output_dir),
@@ -177,6 +176,7 @@ def train(
         NaNStop(switch),
         InterruptStops(switch),
         *_dashboard(dashboard, output_dir),
+        *evaluation,  # after the dashboard: its last frame and the end of Stop come before the evaluation after training
         *callbacks,
         switch,  # last: it acts on stop requests made by the callbacks before it at the same step
     ]

@@ -80,3 +80,24 @@ def test_a_click_ends_the_whole_plan_of_stages_with_a_checkpoint(kernel, tmp_pat
     assert clicked.clicked_at <= trained < MAX_STEPS, clicked
     assert (tmp_path / "plan" / "1-first" / f"checkpoint-{trained}").is_dir()
     assert not (tmp_path / "plan" / "2-stage2").exists(), "the second stage did not start"
+
+
+WITHOUT_UI_POLL = "import sys\nsys.modules['jupyter_ui_poll'] = None  # as if it were not installed"
+
+
+@pytest.mark.slow
+def test_without_jupyter_ui_poll_a_kernel_without_subshells_draws_no_button_and_says_how_to_stop(tmp_path):
+    cells = [SETUP, WITHOUT_UI_POLL, training_cell("run", max_steps=2)]
+    clicked = run_and_click(sys.executable, cells, tmp_path, env=kernel_env("colab"))
+    assert not clicked.errors, clicked
+    assert clicked.buttons == [] and clicked.trained(2) == [2], clicked
+    assert "no Stop button" in clicked.stdout[2] and "interrupt the kernel" in clicked.stdout[2]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kernel", ["default", "ipykernel-7.3"])
+def test_kernels_with_subshells_need_no_jupyter_ui_poll(kernel, tmp_path):
+    clicked = run_and_click(sys.executable, [SETUP, WITHOUT_UI_POLL, training_cell("run")], tmp_path, env=kernel_env(kernel))
+    assert not clicked.errors, clicked
+    [trained] = clicked.trained(2)
+    assert clicked.clicked_at <= trained < MAX_STEPS, clicked

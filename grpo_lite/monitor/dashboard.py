@@ -86,6 +86,8 @@ class LiveDashboard(TrainerCallback):
         self._start_step = 0
         self._start_tokens = 0.0
         self._train_start = time.perf_counter()
+        self._last_step_end = self._train_start
+        self._trained_until: float | None = None  # the last step's end once training is over (evaluation after it is not training)
         self._last_draw_end = 0.0
         self._chart_cost = FIRST_CHART_SECONDS
 
@@ -123,6 +125,7 @@ class LiveDashboard(TrainerCallback):
         name = str(getattr(getattr(model, "config", None), "_name_or_path", "") or type(model).__name__)
         self.header = {"model": Path(name).name or name, "backend": backend or "transformers"}
         self._train_start = time.perf_counter()
+        self._trained_until = None
         self._start_step = state.global_step
         self._start_tokens = float(self.history[-1].get("num_tokens") or 0) if self.history else 0.0
         on_stop = self.request_stop if self.stop_button and self.stop is not None else None
@@ -152,7 +155,12 @@ class LiveDashboard(TrainerCallback):
         if now - self._last_draw_end >= self.min_interval:
             self.draw(state, chart=self._chart_fits_budget(now))
 
+    def on_step_begin(self, args, state, control, **kwargs):
+        if state.global_step == self._start_step:  # the clock starts with the first step, after any evaluation before it
+            self._train_start = self._last_step_end = time.perf_counter()
+
     def on_step_end(self, args, state, control, **kwargs):
+        self._last_step_end = time.perf_counter()
         if self._is_main and self.view is not None:
             self.view.poll()  # delivers a Stop click to the switch, which acts at this step's end
         return control
@@ -160,6 +168,7 @@ class LiveDashboard(TrainerCallback):
     def on_train_end(self, args, state, control, **kwargs):
         if not self._is_main or self.view is None:
             return
+        self._trained_until = self._last_step_end
         self.draw(state)
         self.close()
 
@@ -177,7 +186,7 @@ class LiveDashboard(TrainerCallback):
     def _header(self, state) -> dict[str, str]:
         if state is None:  # show_run: a finished run's header comes from its files
             return dict(self.header)
-        elapsed = time.perf_counter() - self._train_start
+        elapsed = (self._trained_until or time.perf_counter()) - self._train_start
         header = {**self.header, "step": f"{state.global_step}/{state.max_steps}", "elapsed": duration(elapsed)}
         if self.stop is not None and self.stop.requested:
             header["stopping"] = self.stop.reason

@@ -34,9 +34,13 @@ HOW_TO_STOP = "to stop after the current step with a checkpoint, interrupt the k
 
 
 def _has_module(name: str) -> bool:
-    from importlib.util import find_spec
+    from importlib import import_module
 
-    return find_spec(name) is not None
+    try:
+        import_module(name)
+    except ImportError:
+        return False
+    return True
 
 
 def click_delivery(kernel) -> str | None:
