@@ -39,7 +39,8 @@ DIAGNOSES = (
               {"reward_std": 0.1, "frac_reward_zero_std": 0.5}, window=3),
     Diagnosis("kl_high", "kl > {kl}", "halve learning_rate or raise beta", {"kl": 0.5}),
     Diagnosis("reward_not_improving",
-              "after {window} steps, the mean reward of the last third of the last {window} steps <= the first third",
+              "after {window} steps, the mean reward of the last third of the last {window} steps <= the first third, "
+              "and the mean of the last {window} steps <= the mean of the {window} before them",
               "check the rewards in the reward lab; raise learning_rate; make the task easier or the reward more graded",
               {"invariants/reward_trend": 0.0}, window=30),
     Diagnosis("truncated", "completions/clipped_ratio > {completions_clipped_ratio}",

@@ -6,6 +6,7 @@ shape is that stream with the metrics of one failure written over chosen steps.
 
 import itertools
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -78,6 +79,20 @@ def test_reward_not_improving_judges_the_trend_over_the_window():
     assert ("reward_not_improving", 30) in fired(declining)
     assert fired(improving) == []
     assert ("reward_not_improving", 10) in fired(declining[:10], max_steps=10)  # short runs: the whole run
+
+
+def test_reward_not_improving_stays_quiet_on_the_demo_runs_noisy_rising_reward():
+    """`grpo-lite demo`'s own steps (reward per step, tests/data/demo_metrics.jsonl): the reward rises from
+    about 0.8 to 1.3 over 100 steps, with dips inside 30-step windows."""
+    records = [json.loads(line) for line in (Path(__file__).parent / "data" / "demo_metrics.jsonl").read_text().splitlines()]
+    rewards = [r["reward"] for r in records]
+    assert sum(rewards[-30:]) / 30 > sum(rewards[:30]) / 30 + 0.3
+    assert "reward_not_improving" not in [rule for rule, _ in fired(records, max_steps=100)]
+
+
+def test_reward_not_improving_fires_on_a_noisy_plateau():
+    plateau = [{**r, "reward": 0.5 + 0.3 * math.sin(r["step"] * 1.7)} for r in healthy(90)]
+    assert "reward_not_improving" in [rule for rule, _ in fired(plateau, max_steps=90)]
 
 
 def test_constant_reward_stays_quiet_once_the_reward_varies():

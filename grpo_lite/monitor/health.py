@@ -40,9 +40,13 @@ def metric(record: Mapping[str, Any], key: str) -> float | None:
     return None if value is None else float(value)
 
 
+def _finite(values: Sequence[float | None]) -> list[float]:
+    return [v for v in values if v is not None and math.isfinite(v)]
+
+
 def reward_trend(rewards: Sequence[float | None], window: int = DIAGNOSIS["reward_not_improving"].window) -> float | None:
     """Mean of the last third minus mean of the first third of the last ``window`` rewards (None under 6 steps)."""
-    recent = [r for r in rewards[-window:] if r is not None and math.isfinite(r)]
+    recent = _finite(rewards[-window:])
     third = len(recent) // 3
     if third < 2:
         return None
@@ -118,12 +122,18 @@ class HealthMonitor:
         return None
 
     def _reward_not_improving(self) -> str | None:
-        if len(self.rewards) < self.trend_window:
+        """A falling trend over the window whose mean is also no higher than the window's before it (or the
+        steps before it, early on): a noisy reward that rises from window to window dips inside some windows."""
+        window = self.trend_window
+        if len(self.rewards) < window:
             return None
-        trend = reward_trend(self.rewards, self.trend_window)
+        trend = reward_trend(self.rewards, window)
         if trend is None or trend > DIAGNOSIS["reward_not_improving"].thresholds["invariants/reward_trend"]:
             return None
-        return f"reward has not improved over the last {self.trend_window} steps (trend {trend:+.3g})"
+        recent, before = _finite(self.rewards[-window:]), _finite(self.rewards[-2 * window:-window])
+        if before and sum(recent) / len(recent) > sum(before) / len(before):
+            return None
+        return f"reward has not improved over the last {window} steps (trend {trend:+.3g})"
 
     def _constant_reward(self, record) -> str | None:
         """Rewards with zero spread and one mean since the first step, judged from step ``window`` on."""
