@@ -47,7 +47,7 @@ def settings(steps: int) -> dict:
 
 def dataset():
     from grpo_lite import prepare_dataset
-    from grpo_lite.data import arithmetic_problems
+    from grpo_lite.arithmetic import arithmetic_problems
 
     return prepare_dataset(arithmetic_problems(64, seed=0), system_prompt=None)  # the demo model answers bare questions
 

@@ -38,9 +38,9 @@ def rate(run, n: int, repeats: int = 3) -> float:
 
 
 def plain_subprocess(n: int) -> None:
-    from rewards.sandbox import _sandbox_python
+    from rewards.sandbox import sandbox_python
 
-    python = _sandbox_python()
+    python = sandbox_python()
     with ThreadPoolExecutor(os.cpu_count()) as pool:
         list(pool.map(lambda _: subprocess.run([python, "-I", "-c", TRIVIAL], capture_output=True, timeout=10), range(n)))
 

@@ -1,4 +1,6 @@
-"""One GRPO step's math, as TRL computes it, written to be read top to bottom.
+"""One GRPO step's math, as TRL computes it, written to be read top to bottom: a reference, not the code
+that trains. Training runs TRL's ``GRPOTrainer`` (Unsloth's when it is installed); only the tests import this
+module, to hold it equal to TRL's loss, so it stays a true description of what runs.
 
 1. Sample G completions per prompt and score them with the reward functions.
 2. Advantages: each completion's total reward relative to its group,

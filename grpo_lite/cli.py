@@ -12,11 +12,11 @@ from .renamed import OldFlag
 
 def _demo(args) -> int:
     from .demo import run_demo
-    from .run_files import DEMO_EVAL_FILE
+    from .run_files import EVAL_FILE
 
     run_demo(args.output_dir, max_steps=args.max_steps, seed=args.seed, heldout_n=args.heldout_n,
              heldout_samples=args.heldout_samples)
-    print(f"grpo-lite demo: held-out scores in {args.output_dir / DEMO_EVAL_FILE}; run files in {args.output_dir}")
+    print(f"grpo-lite demo: held-out scores in {args.output_dir / EVAL_FILE}; run files in {args.output_dir}")
     return 0
 
 

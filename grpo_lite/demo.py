@@ -8,7 +8,7 @@ sampling often reaches a right answer, so pass@8 is far above greedy accuracy. G
 reward (2.0) that outweighs the format reward (0.5) sharpens those sampled right answers into the first
 one. The demo measures held-out greedy accuracy, format rate and pass@k, trains with KL on under the live
 dashboard (the correctness curve rises), measures again, prints both side by side and writes them to
-``<output_dir>/demo_eval.json``. It runs offline on a laptop CPU (figures: docs/benchmarks.md).
+``<output_dir>/eval.json``, as every run with a held-out set does. It runs offline on a laptop CPU (figures: docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from .renamed import accepts_old_names
-from .run_files import DEMO_EVAL_FILE, write_json
 
 DEMO_MODEL_DIR = Path(__file__).parent / "assets" / "demo-model"
 # Correctness pays 2.0 and format 0.5: every right answer earns more than any wrong one, tagged or not.
@@ -43,11 +42,6 @@ def _one_thread():
         torch.set_num_threads(threads)
 
 
-def _scores(report) -> dict[str, Any]:
-    return {"accuracy": report.accuracy, "format_rate": report.format_rate,
-            "pass_at_k": {str(k): v for k, v in report.pass_at_k.items()}}
-
-
 @accepts_old_names("n_heldout", "pass_k")
 def run_demo(
     output_dir: str | Path = "outputs/demo",
@@ -60,19 +54,21 @@ def run_demo(
     dashboard: bool | str = True,
     **overrides: Any,
 ) -> dict[str, Any]:
-    """GRPO-train the demo model and return ``{"before": {...}, "after": {...}, "heldout_n": n}``.
+    """GRPO-train the demo model and return ``{"before": {...}, "after": {...}}``, as written to ``eval.json``.
 
-    ``before`` and ``after`` hold greedy ``accuracy``, ``format_rate`` and ``pass_at_k`` (from ``heldout_samples``
+    ``before`` and ``after`` hold ``n`` (the questions scored), greedy ``accuracy``, ``format_rate``,
+    ``mean_rewards`` and ``pass_at_k`` (from ``heldout_samples``
     sampled completions per question; ``heldout_samples=1`` skips sampling) on ``heldout_n`` questions that neither
     the demo model nor this run trained on. ``overrides`` are GRPOConfig fields passed to :func:`grpo_lite.train`.
-    Run files (run.yaml, metrics.jsonl, the trained weights) and ``demo_eval.json`` go to ``output_dir``.
+    Run files (run.yaml, metrics.jsonl, the trained weights, eval.json) go to ``output_dir``.
     """
     if not 1 <= heldout_n <= HELDOUT_QUESTIONS:
         raise ValueError(f"heldout_n={heldout_n}: use 1 to {HELDOUT_QUESTIONS}, the held-out questions the demo model "
                          "never trained on")
     from transformers import set_seed
 
-    from .data import heldout_arithmetic_problems, load_builtin, prepare_dataset
+    from .arithmetic import heldout_arithmetic_problems
+    from .data import load_builtin, prepare_dataset
     from .models import load_model
     from .training import train
 
@@ -99,6 +95,4 @@ def run_demo(
     with _one_thread():
         result = train(model, tokenizer, dataset, DEMO_REWARDS, preset="cpu-smoke", output_dir=output_dir,
                        dashboard=dashboard, heldout=heldout, heldout_n=None, heldout_samples=heldout_samples, **options)
-    report = {"before": _scores(result.evaluation.base), "after": _scores(result.evaluation.trained), "heldout_n": heldout_n}
-    write_json(output_dir / DEMO_EVAL_FILE, report)
-    return report
+    return {"before": result.evaluation.base.as_dict(), "after": result.evaluation.trained.as_dict()}

@@ -28,9 +28,9 @@ from rewards.check import ERRORS, RewardReport, reads_gold
 from rewards.diagnoses import TIE, Finding, finding, is_correct, is_no_signal, is_truncated
 from rewards.display import RichReport
 
-from .data import question_of
 from .evaluation import pass_at_k, powers_of_two
 from .inference import Completion, sample
+from .monitor.samples import question_of
 
 SAMPLING = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "max_completion_length")
 ADVANTAGE = ("reward_weights", "scale_rewards", "multi_objective_aggregation")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import html
 from collections.abc import Callable
 
-from .data import question_of
+from .monitor.samples import question_of
 
 FILTERS: dict[str, Callable] = {
     "all groups": lambda report, g: True,

@@ -3,7 +3,7 @@
 A run's ``samples.jsonl`` keeps every logged completion with the advantage training gave it. Scoring the
 same completions with other rewards, with the run's advantage settings, shows which completions the new
 rewards would push the other way (the sign of their advantage flips), which groups that taught nothing
-would now teach, and which would fall silent. ``samples.jsonl`` keeps the text, not the dataset's columns:
+would now teach, and which would fall silent. ``samples.jsonl`` keeps the prompt and completion, not the dataset's columns:
 pass the training dataset for rewards that read them (``answer``, ``test_cases``); rows are matched on
 their question (the prompt's last user message).
 """
@@ -21,8 +21,7 @@ from rewards.diagnoses import TIE, Finding, finding, is_no_signal
 from rewards.display import RichReport
 
 from .config import load_run_yaml
-from .data import question_of
-from .monitor.samples import read_samples
+from .monitor.samples import question_of, read_samples
 from .run_files import RUN_FILE
 
 

@@ -26,9 +26,8 @@ RUN_FILE = "run.yaml"
 METRICS_FILE = "metrics.jsonl"
 SAMPLES_FILE = "samples.jsonl"
 DASHBOARD_FILE = "dashboard.png"
-EVAL_FILE = "eval.json"
+EVAL_FILE = "eval.json"  # held-out scores before and after training (the demo's too), with pass@k
 SUMMARY_FILE = "train_summary.json"
-DEMO_EVAL_FILE = "demo_eval.json"  # grpo-lite demo: held-out scores before and after, with pass@k
 
 
 def in_run(path: str | Path, file_name: str) -> Path:

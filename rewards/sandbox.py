@@ -86,7 +86,7 @@ def _bwrap_binaries() -> list[str]:
     return found + [system] if system else found
 
 
-def _sandbox_python() -> str:
+def sandbox_python() -> str:
     """An interpreter every user can run: the system one when present (the venv's may sit under /root)."""
     for candidate in ("/usr/bin/python3", "/usr/local/bin/python3"):
         if os.access(candidate, os.X_OK):
@@ -152,7 +152,7 @@ def _launcher(timeout: float, memory_mb: int, uid: int | None, max_processes: in
 
 
 def _command(isolation_: Isolation, workdir: Path) -> list[str]:
-    python = [_sandbox_python(), "-I", "-B", "main.py"]
+    python = [sandbox_python(), "-I", "-B", "main.py"]
     if isolation_.name != "bubblewrap":
         return python
     binds = ["--ro-bind", "/usr", "/usr"]

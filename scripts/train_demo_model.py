@@ -11,7 +11,7 @@ built-in arithmetic word problems, from a teacher with a habit GRPO can break:
 Greedy decoding takes the most common habit, a rounded guess without tags, so it is often wrong and never
 formatted; sampling often reaches an exact guess or a worked answer, so pass@8 is far above greedy
 accuracy. GRPO with a correctness reward then has something to sharpen: the exact answers it samples.
-Questions in the demo's held-out set (:func:`grpo_lite.data.heldout_arithmetic_problems`) are never trained
+Questions in the demo's held-out set (:func:`grpo_lite.arithmetic.heldout_arithmetic_problems`) are never trained
 on. The same seed gives the same weights (training runs on one thread)::
 
     python scripts/train_demo_model.py --seed 0
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from grpo_lite.data import arithmetic_problems, heldout_arithmetic_problems
+from grpo_lite.arithmetic import arithmetic_problems, heldout_arithmetic_problems
 from grpo_lite.tiny import build_tiny_model
 from rewards.extract import extract_hash_answer
 

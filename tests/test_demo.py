@@ -11,9 +11,9 @@ from statistics import mean
 import pytest
 
 from grpo_lite import read_metrics
-from grpo_lite.data import arithmetic_problems, heldout_arithmetic_problems
+from grpo_lite.arithmetic import arithmetic_problems, heldout_arithmetic_problems
 from grpo_lite.demo import DEMO_MODEL_DIR, HELDOUT_QUESTIONS, run_demo
-from grpo_lite.run_files import DEMO_EVAL_FILE
+from grpo_lite.run_files import EVAL_FILE
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -69,7 +69,7 @@ def test_too_many_heldout_questions_are_refused(tmp_path):
 def test_demo_raises_heldout_accuracy_with_kl_on(tmp_path):
     report = run_demo(tmp_path, seed=0, heldout_n=50, heldout_samples=1, dashboard=False)
 
-    assert report == json.loads((tmp_path / DEMO_EVAL_FILE).read_text())
+    assert report == json.loads((tmp_path / EVAL_FILE).read_text())
     before, after = report["before"], report["after"]
     assert after["accuracy"] - before["accuracy"] >= MIN_ACCURACY_RISE, report
     assert after["format_rate"] - before["format_rate"] >= 0.3, report
@@ -87,8 +87,8 @@ def test_cli_demo_runs_offline_and_writes_its_output_dir(tmp_path):
                "--heldout-samples", "2"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert done.returncode == 0, done.stderr[-3000:]
-    report = json.loads((out / DEMO_EVAL_FILE).read_text())
-    assert report["heldout_n"] == 4 and set(report["after"]) == {"accuracy", "format_rate", "pass_at_k"}
+    report = json.loads((out / EVAL_FILE).read_text())
+    assert report["after"]["n"] == 4 and {"accuracy", "format_rate", "pass_at_k"} <= set(report["after"])
     assert set(report["after"]["pass_at_k"]) == {"1", "2"}
     assert {"run.yaml", "metrics.jsonl", "model.safetensors"} <= {p.name for p in out.iterdir()}
     assert "held-out before and after training" in done.stderr and "pass@2" in done.stderr

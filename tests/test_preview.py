@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from grpo_lite import load_model, prepare_dataset, preview, read_samples, rescore_run, train
-from grpo_lite.data import heldout_arithmetic_problems
+from grpo_lite.arithmetic import heldout_arithmetic_problems
 from grpo_lite.demo import DEMO_MODEL_DIR
 from rewards.advantages import as_reward_matrix, group_advantages
 
@@ -139,6 +139,7 @@ def test_rescoring_a_finished_run(tiny_model, tmp_path):
     train(model, tokenizer, dataset, [longer_is_better], preset="cpu-smoke", output_dir=tmp_path, max_steps=2,
           num_generations=4, per_device_train_batch_size=8, max_completion_length=12, dashboard=False)
     samples = read_samples(tmp_path)
+    assert samples[0]["prompt"] in dataset["prompt"], "samples.jsonl keeps the chat prompt as the trainer got it"
     result = rescore_run(tmp_path, [shorter_is_better])
     assert [r["old"] for r in result.rows] == [s["advantage"] for s in samples]
     moved = [r for r in result.rows if abs(r["old"]) > 1e-6]
@@ -166,3 +167,26 @@ def test_the_browser_escapes_completions(report):
                                                        *report.completions[1:]])
     page = group_html(hostile, 0)
     assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
+def test_rescore_reads_prompts_as_kept_and_as_older_files_flattened_them(tmp_path):
+    from grpo_lite.run_files import SAMPLES_FILE, write_jsonl
+
+    messages = [{"role": "system", "content": "Answer with the word."}, {"role": "user", "content": "Spell cat"}]
+    flattened = "system: Answer with the word.\nuser: Spell cat"
+    seen = []
+
+    def reads_prompts(completions, prompts, **kwargs):
+        seen.extend(prompts)
+        return [float(len(c)) for c in completions]
+
+    reports = {}
+    for form, prompt in (("kept", messages), ("flattened", flattened)):
+        (tmp_path / form).mkdir()
+        write_jsonl(tmp_path / form / SAMPLES_FILE, [{"step": 1, "prompt": prompt, "completion": c, "advantage": 0.0}
+                                                     for c in ("<answer>cat</answer>", "<answer>kat</answer>", "dog")])
+        reports[form] = rescore_run(tmp_path / form, ["exact_match_reward", reads_prompts],
+                                    [{"question": "Spell cat", "answer": "cat"}])
+    assert [r["scores"] for r in reports["kept"].rows] == [r["scores"] for r in reports["flattened"].rows]
+    assert reports["kept"].rows[0]["scores"]["exact_match_reward"] > reports["kept"].rows[1]["scores"]["exact_match_reward"]
+    assert seen[:3] == [messages] * 3, "a reward reads the prompt as training passed it"

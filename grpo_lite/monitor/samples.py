@@ -1,7 +1,7 @@
 """samples.jsonl: what the model wrote, with each reward's score and the advantage it got.
 
 One line per completion of each logged step, from GRPOTrainer's own record of the batch: ``step``,
-``prompt``, ``completion``, ``rewards`` (name -> score, null where a reward did not apply), ``total`` and
+``prompt`` (as the trainer got it: chat messages or a string), ``completion``, ``rewards`` (name -> score, null where a reward did not apply), ``total`` and
 ``advantage``. The file is bounded: past ``max_rows`` it keeps the newest half.
 """
 
@@ -20,13 +20,28 @@ from ..run_files import SAMPLES_FILE, append_jsonl, in_run, read_jsonl, write_js
 
 
 def _text(value: Any) -> str:
-    """Prompt or completion text from TRL's log (strings or chat message lists)."""
+    """Completion text from TRL's log (strings or chat message lists)."""
     if isinstance(value, list):
         messages = [m for m in value if isinstance(m, dict)]
         if len(messages) == 1:
             return str(messages[0].get("content", ""))
         return "\n".join(f"{m.get('role', '')}: {m.get('content', '')}" for m in messages)
     return str(value)
+
+
+def question_of(prompt: Any) -> str:
+    """The question a prompt asks: its last user message. Takes a prompt as samples.jsonl keeps it (chat
+    messages or a string) and the ``role: content`` lines older samples.jsonl files flattened chat prompts to.
+
+    >>> question_of([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"}])
+    '2+2?'
+    >>> question_of("system: Be brief.\\nuser: 2+2?")
+    '2+2?'
+    """
+    if isinstance(prompt, (list, tuple)):
+        users = [m.get("content", "") for m in prompt if isinstance(m, dict) and m.get("role") == "user"]
+        return str(users[-1] if users else "")
+    return str(prompt).rsplit("user: ", 1)[-1]
 
 
 def _score(value: Any) -> float | None:
@@ -50,7 +65,7 @@ def batch_samples(trainer, step: int) -> list[dict[str, Any]]:
         rewards = {name: _score(values[i]) for name, values in scores.items()}
         rows.append({
             "step": step,
-            "prompt": _text(prompts[i]),
+            "prompt": prompts[i],
             "completion": _text(completions[i]),
             "rewards": rewards,
             "total": weighted_total(list(rewards.values()), weights),

@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..data import question_of
+from .samples import question_of
 
 COMPLETION_CHARS = 300
 
