@@ -24,8 +24,9 @@ OLD_NAMES = {  # old name -> the one name, for every public keyword and flag ren
 
 
 def _warn(old: str, new: str, where: str) -> None:
+    # stacklevel 3: the line that called the renamed function, so Python shows it in __main__ and notebooks
     warnings.warn(f"{where}: {old} is renamed {new}; {old} stops working in the next release", DeprecationWarning,
-                  stacklevel=4)
+                  stacklevel=3)
 
 
 def accepts_old_names(*old: str) -> Callable:

@@ -130,8 +130,9 @@ def test_old_names_still_work_with_a_warning():
     from grpo_lite.cli import build_parser
     from grpo_lite.planner import plan
 
-    with pytest.warns(DeprecationWarning, match="max_completion_tokens is renamed max_completion_length"):
+    with pytest.warns(DeprecationWarning, match="max_completion_tokens is renamed max_completion_length") as caught:
         old = plan("Qwen2.5-1.5B", gpu="T4", max_completion_tokens=1024)
+    assert caught[0].filename == __file__, "the warning points at the caller's line, so Python shows it there"
     assert old.total_gb == plan("Qwen2.5-1.5B", gpu="T4", max_completion_length=1024).total_gb
     with pytest.raises(TypeError, match="not both"):
         plan("Qwen2.5-1.5B", max_completion_tokens=1024, max_completion_length=512)
