@@ -23,7 +23,7 @@ def test_demo_and_a_transformers_model_train_with_kl_under_unsloths_trainer(tmp_
         from grpo_lite.demo import run_demo
         assert trl.GRPOTrainer.__name__ == "UnslothGRPOTrainer", trl.GRPOTrainer
 
-        run_demo("demo", max_steps=2, n_heldout=4, pass_k=1, dashboard=False, per_device_train_batch_size=8,
+        run_demo("demo", max_steps=2, heldout_n=4, heldout_samples=1, dashboard=False, per_device_train_batch_size=8,
                  max_completion_length=16)
         from grpo_lite.monitor.metrics import read_metrics
         demo = read_metrics("demo")
