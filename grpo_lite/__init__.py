@@ -50,6 +50,7 @@ _EXPORTS = {
     # train
     "train": ".training",
     "TrainResult": ".training",
+    "RunCallback": ".callbacks",
     "RewardFailure": ".reward_guard",
     "NaNDetected": ".nan_guard",
     "OutOfMemory": ".out_of_memory",
@@ -77,6 +78,7 @@ _EXPORTS = {
 __all__ = list(_EXPORTS)
 
 if TYPE_CHECKING:  # what editors and type checkers see; at run time each name loads on first use
+    from .callbacks import RunCallback
     from .config import TRAINING_PRESETS, ConfigError, make_config
     from .data import REASONING_SYSTEM_PROMPT, DatasetError, load_builtin, prepare_dataset
     from .demo import run_demo

@@ -1,7 +1,8 @@
 """The faults that end a run from inside the Trainer, turned into errors that say what to change.
 
-``train`` runs the Trainer inside :func:`faults_reported`. Whatever ends training, grpo-lite's callbacks
-give back what they hold while it runs (the Ctrl-C handler, a live terminal view); and
+``train`` runs the Trainer inside :func:`faults_reported`. Whatever ends training, the run's callbacks
+(:class:`~grpo_lite.callbacks.RunCallback`, grpo-lite's and the user's) are closed, giving back what they
+hold while it runs (the Ctrl-C handler, a live terminal view, the Stop button); and
 
   - out of GPU memory: the steps done since the last checkpoint are saved, unless it ran out inside the
     optimizer step (the weights may be half-updated), and
@@ -22,17 +23,11 @@ from pathlib import Path
 
 import torch
 
+from .callbacks import close_all
 from .disk import DiskFull, disk_full, is_disk_full
 from .log import logger
 from .out_of_memory import OPTIMIZER, OutOfMemory, Phase, out_of_memory, where_it_ran_out
 from .resume import latest_checkpoint, saved_whole
-
-
-def _release(trainer) -> None:
-    """What ``on_train_end`` would have given back: grpo-lite's callbacks with a ``close``."""
-    for callback in trainer.callback_handler.callbacks:
-        if type(callback).__module__.startswith("grpo_lite.") and hasattr(callback, "close"):
-            callback.close()
 
 
 def save_steps_done(trainer, phase: Phase) -> None:
@@ -72,7 +67,7 @@ def faults_reported(trainer):
     try:
         yield
     except BaseException as error:
-        _release(trainer)
+        close_all(trainer)  # what on_train_end would have given back
         if isinstance(error, torch.cuda.OutOfMemoryError) and not isinstance(error, OutOfMemory):
             raise _out_of_memory(trainer, error) from error
         if is_disk_full(error) and not isinstance(error, DiskFull):

@@ -21,10 +21,10 @@ import math
 from pathlib import Path
 
 import torch
-from transformers import TrainerCallback
 
 from rewards.diagnoses import DIAGNOSIS
 
+from .callbacks import RunCallback
 from .resume import latest_checkpoint
 from .stopping import StopSwitch
 
@@ -33,7 +33,7 @@ class NaNDetected(RuntimeError):
     """The loss or the gradients became NaN or infinite; training stopped and kept the last good checkpoint."""
 
 
-class NaNStop(TrainerCallback):
+class NaNStop(RunCallback):
     """Stops the run, without saving, at the first NaN or infinite loss or gradient norm (list it before
     the switch). ``train`` calls :meth:`attach` once the trainer exists."""
 

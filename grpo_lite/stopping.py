@@ -14,6 +14,7 @@ import threading
 
 from transformers import TrainerCallback
 
+from .callbacks import RunCallback
 from .log import logger
 
 
@@ -61,7 +62,7 @@ def stop_switch(trainer) -> StopSwitch:
     return switch
 
 
-class InterruptStops(TrainerCallback):
+class InterruptStops(RunCallback):
     """While training runs, Ctrl-C (or a notebook's interrupt button) asks ``switch`` to stop after the
     current step; a second Ctrl-C aborts at once."""
 

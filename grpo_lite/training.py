@@ -2,7 +2,9 @@
 
 The run, in order: resolve and guard the rewards; build and check the GRPOConfig; record the run
 (``run.yaml``); assemble the callbacks, each with one job; build TRL's GRPOTrainer; train (from a
-checkpoint when resuming); save. What each callback does, and the files it writes, is in its module:
+checkpoint when resuming); save. The callbacks run in this order (the list in ``train`` is the one place
+that sets it; the user's ``callbacks`` come after grpo-lite's, before the StopSwitch); what each does, and
+the files it writes, is in its module:
 
     InvariantChecks     grpo_lite.monitor.invariants GRPO invariants into each step's logs
     MetricsLog          grpo_lite.monitor.metrics    each step -> metrics.jsonl
@@ -12,7 +14,11 @@ checkpoint when resuming); save. What each callback does, and the files it write
     InterruptStops      grpo_lite.stopping           Ctrl-C stops after the step
     LiveDashboard       grpo_lite.monitor.dashboard  charts, samples, health warnings, Stop button
     HeldoutEvaluation   grpo_lite.heldout            held-out scores before and after -> eval.json
+    (the user's callbacks)
     StopSwitch          grpo_lite.stopping           the one way a run ends early, with a checkpoint
+
+Each callback that is a :class:`~grpo_lite.callbacks.RunCallback` (grpo-lite's and the user's alike) is
+attached to the trainer once it exists and closed when training ends, however it ends.
 
 Out of GPU memory and a full disk end training from inside the Trainer: ``grpo_lite.faults`` saves what
 can be saved and raises an error that says what to change (docs/faults.md).
@@ -29,6 +35,7 @@ from transformers import TrainerCallback
 
 from rewards import resolve_rewards
 
+from .callbacks import attach_all
 from .config import make_config, save_run_yaml, vllm_options
 from .faults import faults_reported
 from .log import is_main_process, logger
@@ -104,9 +111,7 @@ def _grpo_trainer(model, tokenizer, dataset, rewards, config, callbacks):
         model.delete_adapter("ref")
     trainer = GRPOTrainer(model=model, reward_funcs=rewards, args=config, train_dataset=dataset,
                           processing_class=tokenizer, callbacks=callbacks)
-    for callback in callbacks:
-        if hasattr(callback, "attach"):
-            callback.attach(trainer)
+    attach_all(trainer)
     return trainer
 
 
@@ -135,7 +140,9 @@ def train(
     paths or a ``rewards.RewardSet`` (its weights become ``reward_weights``). ``overrides`` are
     ``trl.GRPOConfig`` fields (``max_steps=50``, ``num_generations=4``, ...), checked before training starts.
     ``dashboard`` draws a :class:`~grpo_lite.LiveDashboard` (``True``: the notebook or terminal view that
-    fits; a view name, ``"log"``...; a ``LiveDashboard`` of your own; ``False``: none). Ctrl-C stops after
+    fits; a view name, ``"log"``...; a ``LiveDashboard`` of your own; ``False``: none). ``callbacks`` run
+    after grpo-lite's; a :class:`~grpo_lite.RunCallback` among them is also attached to the trainer and
+    closed when training ends, however it ends. Ctrl-C stops after
     the current step, with a checkpoint. ``heldout`` (a ``prepare_dataset`` dataset with ``prompt`` and
     ``answer``, not trained on) is evaluated on its first ``heldout_n`` rows before and after training,
     greedily and, with ``heldout_samples=k``, with k samples per row for pass@k: the reports, side by side,

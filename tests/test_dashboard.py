@@ -5,7 +5,7 @@ import signal
 
 import pytest
 
-from grpo_lite import LiveDashboard, prepare_dataset, read_metrics, read_samples, show_run, train
+from grpo_lite import LiveDashboard, RunCallback, prepare_dataset, read_metrics, read_samples, show_run, train
 from grpo_lite.monitor.views import Frame, frame_html
 
 QUICK = dict(preset="cpu-smoke", num_generations=4, per_device_train_batch_size=8, max_completion_length=12)
@@ -138,3 +138,28 @@ def test_the_dashboard_is_the_runs_only_voice(tiny_model, questions, tmp_path, c
     assert "'loss'" not in out + err, "the Trainer's per-step dict print is not printed next to the dashboard's"
     names = {type(callback).__name__ for callback in result.trainer.callback_handler.callbacks}
     assert not names & {"ProgressCallback", "PrinterCallback", "NotebookProgressCallback"}
+
+
+class Recorder(RunCallback):
+    """A user's callback on the declared protocol; it breaks training at its first step."""
+
+    def __init__(self):
+        self.events = []
+
+    def attach(self, trainer):
+        self.events.append(("attach", type(trainer).__name__))
+
+    def on_step_end(self, args, state, control, **kwargs):
+        raise RuntimeError("the user's callback failed")
+
+    def close(self):
+        self.events.append(("close", None))
+
+
+def test_a_users_run_callback_is_attached_and_closed_when_training_fails(tiny_model, questions, tmp_path):
+    model, tokenizer = tiny_model
+    recorder = Recorder()
+    with pytest.raises(RuntimeError, match="the user's callback failed"):
+        train(model, tokenizer, questions, [length_reward], output_dir=tmp_path, max_steps=3, dashboard="log",
+              callbacks=[recorder], **QUICK)
+    assert recorder.events == [("attach", "GRPOTrainer"), ("close", None)]

@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
-from transformers import TrainerCallback
 
-from grpo_lite import DiskFull, LiveDashboard, OutOfMemory, RewardFailure, prepare_dataset, read_metrics, train
+from grpo_lite import DiskFull, LiveDashboard, OutOfMemory, RewardFailure, RunCallback, prepare_dataset, read_metrics, train
 from grpo_lite import out_of_memory as oom
 from grpo_lite.nan_guard import NaNDetected
 from grpo_lite.resume import latest_checkpoint
@@ -42,7 +41,7 @@ def arithmetic():
     return prepare_dataset(rows, system_prompt=None)
 
 
-class FaultAt(TrainerCallback):
+class FaultAt(RunCallback):
     """A callback that, once ``train`` attaches it, makes the trainer fail once, while it computes ``step``."""
 
     def __init__(self, step: int):

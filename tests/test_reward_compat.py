@@ -8,10 +8,9 @@ import compat_rewards as ext
 import pytest
 import trl.rewards
 from datasets import Dataset
-from transformers import TrainerCallback
 from trl.trainer.utils import get_callable_name, is_async_callable
 
-from grpo_lite import preview, read_metrics, train
+from grpo_lite import RunCallback, preview, read_metrics, train
 from rewards import check_rewards
 from rewards.calling import call_reward, is_async_reward
 
@@ -106,7 +105,7 @@ def test_the_lab_scores_each_function_as_a_direct_call(chat, capsys):
         assert report.logged_metrics["accuracy"] and report.logged_columns["golden_answer"][:3] == ["0", "2", "4"]
 
 
-class BatchLog(TrainerCallback):
+class BatchLog(RunCallback):
     """Each step's batch as TRL scored it: its prompts, completions and each reward's scores (``trainer._logs``)."""
 
     def __init__(self):

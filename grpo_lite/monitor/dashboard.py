@@ -23,8 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from transformers import TrainerCallback
-
+from ..callbacks import RunCallback
 from ..log import logger
 from ..run_files import DASHBOARD_FILE, replace_file
 from ..stopping import StopSwitch, stop_switch
@@ -44,7 +43,7 @@ def duration(seconds: float) -> str:
     return f"{hours}:{minutes:02d}:{seconds:02d}" if hours else f"{minutes}:{seconds:02d}"
 
 
-class LiveDashboard(TrainerCallback):
+class LiveDashboard(RunCallback):
     """A ``TrainerCallback`` drawing the run's dashboard; see the module docstring.
 
     Args:
@@ -90,6 +89,23 @@ class LiveDashboard(TrainerCallback):
         self._trained_until: float | None = None  # the last step's end once training is over (evaluation after it is not training)
         self._last_draw_end = 0.0
         self._chart_cost = FIRST_CHART_SECONDS
+
+    @classmethod
+    def of_finished_run(cls, output_dir: str | Path, *, history: list[dict[str, Any]], header: dict[str, str],
+                        health: HealthMonitor, samples: list[dict[str, Any]], view: str = "auto") -> LiveDashboard:
+        """The dashboard of a run that is not training (``show_run``): it shows what it is given; call :meth:`show`."""
+        dashboard = cls(output_dir, view=view, stop_button=False)
+        dashboard.history = list(history)
+        dashboard.header = dict(header)
+        dashboard.health = health
+        dashboard.samples.recent.extend(samples[-dashboard.samples.recent.maxlen:])
+        return dashboard
+
+    def show(self) -> None:
+        """Draw once, in a view of its own (a finished run's dashboard)."""
+        self.view = make_view(self.view_kind)
+        self.draw()
+        self.view.close()
 
     def attach(self, trainer) -> LiveDashboard:
         """Give the dashboard its trainer (built after the callback, which the trainer needs first).

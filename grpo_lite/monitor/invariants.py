@@ -16,8 +16,8 @@ grad_norm > 0 is read from TRL's own ``grad_norm``.
 from __future__ import annotations
 
 import torch
-from transformers import TrainerCallback
 
+from ..callbacks import RunCallback
 from .health import metric, reward_trend
 
 
@@ -36,7 +36,7 @@ def completion_tokens(logs: dict, mask_truncated_completions: bool) -> float | N
     return terminated_length * (1.0 - clipped)
 
 
-class InvariantChecks(TrainerCallback):
+class InvariantChecks(RunCallback):
     """Adds ``invariants/*`` to each step's logs; list it before :class:`MetricsLog` so they are recorded.
 
     It reads the advantages the trainer keeps (``trainer._logs``), so ``train()`` calls :meth:`attach`

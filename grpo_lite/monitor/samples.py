@@ -12,10 +12,9 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from transformers import TrainerCallback
-
 from rewards.combine import weighted_total
 
+from ..callbacks import RunCallback
 from ..run_files import SAMPLES_FILE, append_jsonl, in_run, read_jsonl, write_jsonl
 
 
@@ -74,7 +73,7 @@ def batch_samples(trainer, step: int) -> list[dict[str, Any]]:
     return rows
 
 
-class SampleLog(TrainerCallback):
+class SampleLog(RunCallback):
     """Appends each logged step's samples to ``samples.jsonl`` and keeps the newest in memory."""
 
     def __init__(self, output_dir: str | Path | None, *, trainer=None, max_rows: int = 5_000, keep_recent: int = 64):

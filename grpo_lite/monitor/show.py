@@ -14,7 +14,6 @@ from .dashboard import LiveDashboard, duration
 from .health import HealthMonitor
 from .metrics import read_metrics
 from .samples import read_samples
-from .views import make_view
 
 
 def show_run(output_dir: str | Path, view: str = "auto") -> LiveDashboard:
@@ -30,20 +29,16 @@ def show_run(output_dir: str | Path, view: str = "auto") -> LiveDashboard:
     run = load_run_yaml(output_dir / RUN_FILE) if (output_dir / RUN_FILE).exists() else {}
     options = run.get("grpo_config", {})
     last_step = history[-1]["step"]
-    dashboard = LiveDashboard(output_dir, view=view, stop_button=False)
-    dashboard.history = history
-    dashboard.header = {
+    health = HealthMonitor(beta=options.get("beta"), max_steps=options.get("max_steps"), reward_names=run.get("rewards", ()))
+    for record in history:
+        health.update(record)
+    header = {
         "model": Path(str(run.get("model", "-"))).name,
         "backend": str(run.get("backend") or "transformers"),
         "step": f"{last_step}/{options['max_steps']}" if options.get("max_steps", -1) > 0 else str(last_step),
         "elapsed": duration(history[-1].get("time", 0) - history[0].get("time", 0)),
     }
-    dashboard.health = HealthMonitor(beta=options.get("beta"), max_steps=options.get("max_steps"),
-                                     reward_names=run.get("rewards", ()))
-    for record in history:
-        dashboard.health.update(record)
-    dashboard.samples.recent.extend(read_samples(output_dir)[-dashboard.samples.recent.maxlen:])
-    dashboard.view = make_view(view)
-    dashboard.draw()
-    dashboard.view.close()
+    dashboard = LiveDashboard.of_finished_run(output_dir, history=history, header=header, health=health,
+                                              samples=read_samples(output_dir), view=view)
+    dashboard.show()
     return dashboard
