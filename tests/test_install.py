@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 
 import nbformat
@@ -126,6 +127,9 @@ def test_each_install_cell_installs_from_the_wheel_and_notebook_01_then_runs(fre
         workdir.mkdir()
         client = NotebookClient(notebook, timeout=900, kernel_name="fresh-runtime", resources={"metadata": {"path": str(workdir)}})
         client.execute()
+        install = next(c for c in notebook.cells if c.cell_type == "code" and "%pip install" in c.source).metadata.execution
+        took = datetime.fromisoformat(install["shell.execute_reply"]) - datetime.fromisoformat(install["iopub.execute_input"])
+        print(f"{path.name}: install cell {took.total_seconds():.0f} s")  # the figure docs/notebooks.md quotes (pytest -s)
         installed = subprocess.run([python, "-c", "import grpo_lite; print(grpo_lite.__file__)"], capture_output=True, text=True, cwd=where)
         assert installed.returncode == 0 and str(where / "venv") in installed.stdout, (path.name, installed.stderr[-1000:])
     assert (tmp_path / "01_quickstart_gsm8k" / "outputs" / "quickstart" / "metrics.jsonl").exists()
