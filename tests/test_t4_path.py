@@ -253,7 +253,7 @@ def test_the_demo_trains_on_the_cpu_unquantized_on_a_gpu_machine(monkeypatch, tm
     monkeypatch.setattr(models, "load_model", load_model)
     report = demo.run_demo(tmp_path, max_steps=1, heldout_n=2, dashboard=False)
     assert loaded["backend"].name == "cpu" and not loaded["backend"].load_in_4bit and loaded["device"].type == "cpu"
-    assert report["heldout_n"] == 2
+    assert report["before"]["n"] == report["after"]["n"] == 2
 
 
 def test_4bit_weights_without_lora_are_refused_before_loading(tiny_model_dir):
