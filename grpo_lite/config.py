@@ -5,6 +5,11 @@ max_grad_norm 0.1, 8 generations, a log line every step) with one deliberate cha
 TRL's default ``beta=0.0`` drops the reference model, so no KL is computed or logged, and KL is one of
 the signals that tells a healthy run from a drifting one. Two Trainer defaults change for the faults of a
 long run (docs/faults.md): a NaN loss is logged as NaN, and only the two newest checkpoints are kept.
+
+Every field a run relies on is set here even where it is TRL's default: once Unsloth is imported, GRPOConfig is
+Unsloth's generated class (unsloth/models/rl.py), whose defaults differ (gradient_accumulation_steps 2,
+optim adamw_8bit, seed 3407, vllm_importance_sampling_correction False), so an unset field would train
+differently on a GPU machine than in the tests.
 """
 
 from __future__ import annotations
@@ -32,6 +37,11 @@ BASE = {
     "save_steps": 100,
     "save_total_limit": 2,  # the newest checkpoint and the one before: a long run cannot fill a 20 GB disk
     "report_to": "none",
+    # TRL's defaults, pinned against Unsloth's (module docstring)
+    "gradient_accumulation_steps": 1,
+    "optim": "adamw_torch_fused",
+    "seed": 42,
+    "vllm_importance_sampling_correction": True,
 }
 
 TRAINING_PRESETS: dict[str, dict[str, Any]] = {
@@ -53,7 +63,6 @@ TRAINING_PRESETS: dict[str, dict[str, Any]] = {
         "bf16": False,
         "optim": "adamw_8bit",
         "per_device_train_batch_size": 8,
-        "gradient_accumulation_steps": 1,
         "max_completion_length": 256,
         "gradient_checkpointing": True,
     },
@@ -61,7 +70,6 @@ TRAINING_PRESETS: dict[str, dict[str, Any]] = {
         "bf16": True,
         "optim": "adamw_8bit",
         "per_device_train_batch_size": 8,
-        "gradient_accumulation_steps": 1,
         "max_completion_length": 512,
         "gradient_checkpointing": True,
     },
@@ -69,7 +77,6 @@ TRAINING_PRESETS: dict[str, dict[str, Any]] = {
         "bf16": True,
         "per_device_train_batch_size": 16,
         "num_generations": 16,
-        "gradient_accumulation_steps": 1,
         "max_completion_length": 1024,
         "gradient_checkpointing": True,
     },
@@ -227,4 +234,9 @@ def config_from_dict(options: dict[str, Any]):
     if options.get("generation_batch_size") is not None:
         # GRPOConfig derives steps_per_generation from generation_batch_size and refuses both at once
         options.pop("steps_per_generation", None)
+    if options.get("loss_type") == "dapo":
+        # The default of TRL and Unsloth alike. Passed explicitly, Unsloth's GRPOConfig applies the DAPO paper's
+        # settings (epsilon_high 0.28, mask_truncated_completions) and warns about beta (unsloth/models/rl.py);
+        # left out, the recorded epsilon_high and mask_truncated_completions come back as they were.
+        options.pop("loss_type")
     return GRPOConfig(**options)

@@ -99,10 +99,10 @@ def _dashboard(dashboard: Any, output_dir: Path) -> list[TrainerCallback]:
 
 
 def _grpo_trainer(model, tokenizer, dataset, rewards, config, callbacks):
-    from .trl_compat import add_unsloth_mode_switches, enable_cpu_logprobs
+    from .trl_compat import enable_cpu_logprobs, prepare_for_unsloth_trainer
 
     enable_cpu_logprobs()
-    add_unsloth_mode_switches(model)
+    prepare_for_unsloth_trainer(model, config)
     from trl import GRPOTrainer
 
     if "ref" in getattr(model, "peft_config", {}):

@@ -7,8 +7,9 @@ installs the equivalent plain-PyTorch function in its place; on machines where T
 setup) it changes nothing.
 
 Once Unsloth is imported, ``trl.GRPOTrainer`` is Unsloth's generated trainer for the whole process, and it calls
-``model.for_training()`` on every step: :func:`add_unsloth_mode_switches` gives a model not loaded by Unsloth
-(the demo, ``backend="transformers"`` or ``"cpu"``) the two methods Unsloth's loaders attach.
+``model.for_training()`` on every step and picks mixed precision itself: :func:`prepare_for_unsloth_trainer` gives
+a model not loaded by Unsloth (the demo, ``backend="transformers"`` or ``"cpu"``) the two methods Unsloth's
+loaders attach, and keeps an fp32 run in fp32.
 """
 
 from __future__ import annotations
@@ -70,15 +71,21 @@ def enable_cpu_logprobs() -> bool:
     return current is TorchLogProbFunction
 
 
-def add_unsloth_mode_switches(model) -> None:
-    """Give ``model`` ``for_training`` / ``for_inference`` when Unsloth's loaders did not attach them.
+def prepare_for_unsloth_trainer(model, config) -> None:
+    """Make ``model`` train under Unsloth's generated GRPOTrainer as ``config`` says; nothing changes under TRL's.
 
-    Unsloth's generated GRPOTrainer calls ``self.model.for_training(use_gradient_checkpointing=...)`` unconditionally
-    after generating (unsloth/models/rl_replacements.py, ``_generate_and_score_completions``) and switches modes
-    with both around ``train()`` (unsloth/models/rl.py, ``prepare_for_training_mode``). For a model Unsloth did not
-    load they switch train/eval mode only: gradient checkpointing is the Trainer's, set from the config.
+    - ``for_training`` / ``for_inference`` when Unsloth's loaders did not attach them: the trainer calls
+      ``self.model.for_training(use_gradient_checkpointing=...)`` unconditionally after generating
+      (unsloth/models/rl_replacements.py, ``_generate_and_score_completions``) and both around ``train()``
+      (unsloth/models/rl.py, ``prepare_for_training_mode``). Here they switch train/eval mode only: gradient
+      checkpointing is the Trainer's, from the config.
+    - An fp32 model with neither ``fp16`` nor ``bf16`` asked for stays in fp32: the trainer otherwise turns on fp16
+      autocast (bf16 on Ampere or newer) and sets ``ACCELERATE_MIXED_PRECISION`` for the whole process, even with
+      ``use_cpu=True`` (rl.py, the mixed-precision block of the trainer's ``__init__``). ``_unsloth_forced_float32``
+      is the stamp Unsloth's own loader puts on models that must stay in fp32.
     """
-    if hasattr(model, "for_training"):
-        return
-    model.for_training = lambda use_gradient_checkpointing=None: model.train()
-    model.for_inference = lambda: model.eval()
+    if not hasattr(model, "for_training"):
+        model.for_training = lambda use_gradient_checkpointing=None: model.train()
+        model.for_inference = lambda: model.eval()
+    if not (config.fp16 or config.bf16) and model.get_input_embeddings().weight.dtype == torch.float32:
+        model._unsloth_forced_float32 = True

@@ -41,9 +41,16 @@ torch.cuda.is_available = lambda: True
 torch.cuda.device_count = lambda: 1
 torch.cuda.get_device_capability = lambda device=None: (_major, _minor)
 torch.cuda.get_device_properties = lambda device=None: types.SimpleNamespace(
-    name="fake", major=_major, minor=_minor, total_memory=int(_memory_gb * 2**30))
+    name="fake", major=_major, minor=_minor, multi_processor_count=40,
+    total_memory=int(_memory_gb * 2**30))
 torch.cuda.set_device = lambda device: None
 transformers.training_args.is_torch_bf16_gpu_available = lambda: _major >= 8
+"""
+
+# TRL's own classes, as on a machine without Unsloth: grpo_lite imports Unsloth first on a (faked) GPU machine.
+NO_UNSLOTH = """
+import sys
+sys.modules["unsloth"] = None
 """
 
 RESULT_MARK = "@@result@@ "
@@ -54,11 +61,11 @@ requires_unsloth = pytest.mark.skipif(
 
 def run_script(code: str, cwd: Path, *, unsloth: bool = True, gpu: tuple[int, int, float] | None = None,
                timeout: int = 600):
-    """Run ``code`` in a fresh interpreter (under Unsloth's patching unless ``unsloth=False``) in ``cwd``.
+    """Run ``code`` in a fresh interpreter in ``cwd``, under Unsloth's patching or (``unsloth=False``) with TRL's own classes.
 
     ``code`` calls ``result(value)`` to hand back JSON; returns that value. A failure raises with the output.
     """
-    prelude = (PATCH if unsloth else "") + (FAKE_GPU.format(gpu=gpu) if gpu else "")
+    prelude = (PATCH if unsloth else NO_UNSLOTH) + (FAKE_GPU.format(gpu=gpu) if gpu else "")
     helper = f"def result(value):\n    import json\n    print({RESULT_MARK!r} + json.dumps(value), flush=True)\n"
     source = prelude + helper + textwrap.dedent(code)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")])}

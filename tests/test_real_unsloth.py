@@ -40,3 +40,72 @@ def test_demo_and_a_transformers_model_train_with_kl_under_unsloths_trainer(tmp_
         trained = [s for s in steps if "kl" in s]
         assert [s["step"] for s in trained] == [1, 2]
         assert all(s["kl"] == s["kl"] for s in trained)  # KL measured (not NaN): the reference model is in use
+
+
+PRESET_CONFIGS = """
+import json
+from grpo_lite.config import TRAINING_PRESETS, config_to_dict, make_config
+result({name: json.loads(json.dumps(config_to_dict(make_config(name, output_dir="out")), default=str))
+        for name in TRAINING_PRESETS})
+"""
+
+# Fields where Unsloth's GRPOConfig may differ from TRL's without changing what grpo-lite trains (unsloth/models/rl.py,
+# the replacements of _patch_trl_rl_trainers): the Trainer never evaluates (held-out scores are grpo-lite's own),
+# emptying the CUDA cache is housekeeping, {} and None both mean no generation kwargs, Unsloth's forward computes no
+# MoE router loss, and its gradient checkpointing is reentrant.
+UNSLOTH_ONLY_CHANGES = {"per_device_eval_batch_size", "eval_accumulation_steps", "torch_empty_cache_steps", "generation_kwargs",
+                        "router_aux_loss_coef", "gradient_checkpointing_kwargs"}
+
+
+def test_every_preset_gives_trls_config_under_unsloths_config_class(tmp_path):
+    # rl.py, _patch_trl_rl_trainers: Unsloth's generated GRPOConfig defaults gradient_accumulation_steps=2,
+    # optim="adamw_8bit", seed=3407, vllm_importance_sampling_correction=False where a preset leaves them unset.
+    card = (8, 0, 80.0)  # bf16 and fp16 configs both build on an 80 GB Ampere card: all four presets
+    unsloth = run_script(PRESET_CONFIGS, tmp_path, gpu=card)
+    trl = run_script(PRESET_CONFIGS, tmp_path, gpu=card, unsloth=False)
+    for name, expected in trl.items():
+        differing = {key: (value, unsloth[name][key]) for key, value in expected.items()
+                     if key not in UNSLOTH_ONLY_CHANGES and unsloth[name][key] != value}
+        assert differing == {}, f"{name}: (TRL, Unsloth) {differing}"
+
+
+def test_an_fp32_run_stays_fp32_under_unsloths_trainer_on_a_t4(tmp_path, tiny_model_dir):
+    # rl.py, the mixed-precision block of the generated trainer's __init__: an fp32 model with neither fp16 nor bf16
+    # gets fp16 autocast and ACCELERATE_MIXED_PRECISION=fp16 for the process on a card without bf16, use_cpu or not.
+    done = run_script(f"""
+        import os
+        from grpo_lite import load_model, prepare_dataset
+        from grpo_lite.config import make_config
+        from grpo_lite.training import _grpo_trainer
+        model, tokenizer = load_model({str(tiny_model_dir)!r}, backend="cpu", lora_rank=None)
+        dataset = prepare_dataset([{{"question": "1 + 1?", "answer": "2"}}] * 4, question="question", answer="answer")
+        trainer = _grpo_trainer(model, tokenizer, dataset, [lambda completions, **kw: [0.0] * len(completions)],
+                                make_config("cpu-smoke", output_dir="out"), [])
+        result({{"fp16": trainer.args.fp16, "bf16": trainer.args.bf16,
+                 "precision": os.environ.get("ACCELERATE_MIXED_PRECISION")}})
+    """, tmp_path, gpu=(7, 5, 15.0))
+    assert done == {"fp16": False, "bf16": False, "precision": "no"}
+
+
+def test_run_yaml_config_round_trip_and_vllm_options_under_unsloths_config_class(tmp_path):
+    # rl.py: an explicit loss_type="dapo" makes Unsloth's GRPOConfig apply the DAPO paper's settings (epsilon_high
+    # None -> 0.28, mask_truncated_completions) and warn that beta should be 0.
+    # With a vLLM engine on the model (a stand-in here: vLLM needs a GPU), Unsloth's trainer colocates vLLM itself;
+    # grpo-lite says so in the config, with the share load_model gave vLLM.
+    done = run_script("""
+        import contextlib, io, json, types
+        from grpo_lite.config import config_from_dict, config_to_dict, make_config, vllm_options
+        saved = config_to_dict(make_config("cpu-smoke", output_dir="out"))
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            again = config_to_dict(config_from_dict(saved))
+        changed = {key: [str(value), str(again[key])] for key, value in saved.items() if again[key] != value}
+
+        model = types.SimpleNamespace(vllm_engine=object(), grpo_lite_backend=types.SimpleNamespace(gpu_memory_utilization=0.6))
+        config = make_config("cpu-smoke", output_dir="out", **vllm_options(model))
+        result({"changed": changed, "printed": printed.getvalue(),
+                "vllm": [config.use_vllm, config.vllm_mode, config.vllm_gpu_memory_utilization]})
+    """, tmp_path)
+    assert done["changed"] == {}
+    assert "DAPO" not in done["printed"]
+    assert done["vllm"] == [True, "colocate", 0.6]
