@@ -51,10 +51,26 @@ def vllm_version() -> str | None:
         return None
 
 
+def unsloth_disabled_vllm() -> str | None:
+    """Why Unsloth disabled vLLM as it was imported, or None when it did not (or is not imported).
+
+    Unsloth imports vLLM when it is imported itself and, when vLLM's compiled extensions are broken or it refuses
+    the installed transformers, blocks it for the process and keeps the reason (unsloth/import_fixes.py,
+    ``disable_broken_vllm``, ``VLLM_DISABLED_REASON``); ``from_pretrained(fast_inference=True)`` then raises
+    ImportError (unsloth/models/loader.py). vLLM's version metadata still looks fine.
+    """
+    fixes = sys.modules.get("unsloth.import_fixes")
+    reason = getattr(fixes, "VLLM_DISABLED_REASON", None)
+    return " ".join(str(reason).split()) if reason else None
+
+
 def vllm_usable() -> tuple[bool, str]:
     """Whether vLLM can serve generation for TRL 1.15 here, and why (or why not)."""
     from packaging.version import Version
 
+    disabled = unsloth_disabled_vllm()
+    if disabled:
+        return False, f"Unsloth disabled vLLM when it was imported: {disabled}"
     found = vllm_version()
     if found is None:
         return False, "vLLM is not installed (pip install 'grpo-lite[vllm]')"

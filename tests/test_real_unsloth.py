@@ -109,3 +109,26 @@ def test_run_yaml_config_round_trip_and_vllm_options_under_unsloths_config_class
     assert done["changed"] == {}
     assert "DAPO" not in done["printed"]
     assert done["vllm"] == [True, "colocate", 0.6]
+
+
+def test_fast_inference_auto_falls_back_when_unsloth_disabled_a_broken_vllm(tmp_path):
+    # unsloth/import_fixes.py, disable_broken_vllm: a vLLM whose compiled extension fails to load is blocked for the
+    # process and the reason kept in VLLM_DISABLED_REASON; from_pretrained(fast_inference=True) then raises
+    # ImportError (unsloth/models/loader.py). vLLM cannot be installed here, so Unsloth's own function is handed the
+    # error such a vLLM raises on import.
+    done = run_script("""
+        from unsloth import import_fixes
+        from grpo_lite.models import BackendError, choose_backend
+        assert import_fixes.disable_broken_vllm(ImportError(
+            "/usr/lib/python3/site-packages/vllm/_C.abi3.so: undefined symbol: _ZN3c104cuda9SetDeviceEi"))
+        auto = choose_backend("auto")
+        try:
+            choose_backend("unsloth", fast_inference=True)
+            refused = ""
+        except BackendError as error:
+            refused = str(error)
+        result({"backend": auto.name, "fast_inference": auto.fast_inference, "reason": auto.reason, "refused": refused})
+    """, tmp_path, gpu=(8, 9, 22.0))
+    assert (done["backend"], done["fast_inference"]) == ("unsloth", False)
+    for said in (done["reason"], done["refused"]):
+        assert "Unsloth disabled vLLM" in said and "broken vLLM binary extension" in said
