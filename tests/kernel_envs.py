@@ -18,6 +18,9 @@ KERNELS = {
     # what Colab ships (design notes); ipywidgets without its dependencies: the notebook extension it pulls
     # in is a frontend part, not the kernel's
     "colab": (["ipykernel==6.17.1", "ipython==7.34.0", "jupyter_client==6.1.12"], ["ipywidgets==7.7.1", "ipython_genutils==0.2.0"]),
+    "ipykernel-5.5.6": (["ipykernel==5.5.6", "ipython==7.34.0", "jupyter_client==6.1.12"],
+                        ["ipywidgets==7.7.1", "ipython_genutils==0.2.0"]),
+    "ipykernel-6.29.5": (["ipykernel==6.29.5"], []),
     "ipykernel-7.3": (["ipykernel==7.3.0"], []),
 }
 

@@ -1,7 +1,8 @@
 """The Stop button on real kernels: its click, sent as a frontend sends it, ends training after that step.
 
-Kernels: this venv's (ipykernel 7.4: a subshell), ipykernel 7.3 (clicks taken off the shell channel thread)
-and Colab's (ipykernel 6.17.1, IPython 7.34, jupyter_client 6.1.12, ipywidgets 7.7.1: jupyter-ui-poll). Cases:
+Kernels: this venv's (ipykernel 7.4: a subshell), ipykernel 7.3 (clicks taken off the shell channel
+thread), 6.29.5, Colab's (ipykernel 6.17.1, IPython 7.34, jupyter_client 6.1.12, ipywidgets 7.7.1) and 5.5.6
+(jupyter-ui-poll). Cases:
 the running cell; a training cell queued behind another that drew a button ("Run all"); a plan of stages.
 """
 
@@ -38,7 +39,7 @@ def kernel_env(name: str) -> dict[str, str]:
     return env
 
 
-KERNELS = ["default", "ipykernel-7.3", "colab"]
+KERNELS = ["default", "ipykernel-7.3", "ipykernel-6.29.5", "colab", "ipykernel-5.5.6"]
 
 
 @pytest.mark.slow
