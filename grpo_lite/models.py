@@ -94,11 +94,23 @@ def choose_backend(backend: str = "auto", *, load_in_4bit: bool = True, fast_inf
     return Backend("transformers", why + ("; 4-bit through bitsandbytes" if load_in_4bit else ""), load_in_4bit, False)
 
 
+def unsloth_vllm_tier(card_gb: float) -> float:
+    """The largest share Unsloth itself gives a colocated vLLM on a card of ``card_gb`` (unsloth_zoo/vllm_utils.py,
+    ``standby_target_gpu_util`` for vLLM >= 0.11, by a tenth of the card): it lowered the tiers of cards of 24 GB or
+    less after 0.875 left too little for training and the engine failed at wake-up."""
+    tenth = card_gb * 0.1
+    for at_least, share in ((4.0, 0.925), (2.5, 0.9), (2.0, 0.825), (1.4, 0.8), (1.0, 0.775)):
+        if tenth >= at_least:
+            return share
+    return 0.75
+
+
 def vllm_share(model_name: str, memory_gb: float | None = None, *, num_generations: int | None = None,
                max_completion_length: int | None = None) -> tuple[float, str]:
     """``gpu_memory_utilization`` for a colocated vLLM engine: the share of the card (default: this GPU) that
     training leaves free by the memory planner (vLLM's pool holds the weights too), for a run of this GPU's
-    preset unless the run's ``num_generations`` and ``max_completion_length`` are given."""
+    preset unless the run's ``num_generations`` and ``max_completion_length`` are given. Capped at Unsloth's own
+    tier for the card (:func:`unsloth_vllm_tier`) until a GPU measures the real peak (docs/benchmarks.md)."""
     from .config import auto_preset, resolve_options
     from .planner import PlanError, training_memory_gb
 
@@ -110,7 +122,11 @@ def vllm_share(model_name: str, memory_gb: float | None = None, *, num_generatio
     except PlanError:
         return DEFAULT_VLLM_SHARE, f"gpu_memory_utilization {DEFAULT_VLLM_SHARE} (the planner does not know {model_name})"
     share = max(0.1, min(0.9, int(20 * (card_gb - training_gb - 1.0) / card_gb) / 20))  # 1 GB of slack, in 5% steps
-    return share, f"gpu_memory_utilization {share} (training needs ~{training_gb:.1f} of {card_gb:.1f} GB by the planner)"
+    why = f"training needs ~{training_gb:.1f} of {card_gb:.1f} GB by the planner"
+    tier = unsloth_vllm_tier(card_gb)
+    if share > tier:
+        share, why = tier, f"{why}; capped at Unsloth's own share for a {card_gb:.0f} GB card"
+    return share, f"gpu_memory_utilization {share} ({why})"
 
 
 def load_model(

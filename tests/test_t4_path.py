@@ -261,3 +261,13 @@ def test_4bit_weights_without_lora_are_refused_before_loading(tiny_model_dir):
 
     with pytest.raises(BackendError, match="4-bit weights cannot be trained themselves"):
         load_model(str(tiny_model_dir), backend="transformers", load_in_4bit=True, lora_rank=None)
+
+
+def test_the_vllm_share_stays_within_unsloths_own_tier_for_the_card():
+    # unsloth_zoo/vllm_utils.py: Unsloth's own shares stop at 0.825 on a 22 GB L4 (0.875 left too little for
+    # training there); the planner alone gave a small model 0.85.
+    from grpo_lite.models import unsloth_vllm_tier, vllm_share
+
+    share, why = vllm_share("Qwen2.5-0.5B", memory_gb=22.5, num_generations=8, max_completion_length=256)
+    assert share == unsloth_vllm_tier(22.5) == 0.825 and "capped at Unsloth's" in why
+    assert [unsloth_vllm_tier(gb) for gb in (8, 14.74, 22.5, 40, 80)] == [0.75, 0.8, 0.825, 0.925, 0.925]
