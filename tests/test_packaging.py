@@ -3,6 +3,7 @@
 import re
 from pathlib import Path
 
+import pytest
 import tomllib
 import yaml
 from packaging.requirements import Requirement
@@ -59,3 +60,21 @@ def test_ruff_finds_nothing():
 
     done = subprocess.run([sys.executable, "-m", "ruff", "check", "."], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout[-3000:]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("extra", [
+    "dev", "notebook", "unsloth",
+    pytest.param("vllm", marks=pytest.mark.xfail(strict=True, reason=(
+        "TRL 1.15's vLLM releases (0.21-0.31) pin lark 1.2.2 (the lock: 1.3.1) and, with that, a torch older than the lock's 2.13.0: "
+        "vLLM needs a lock of its own"))),
+])
+def test_every_extra_resolves_with_the_lock(extra, tmp_path):
+    # Only the package index is asked: --dry-run resolves the extra against the lock's pins without installing it.
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--quiet", "--ignore-installed",
+                           "-c", str(ROOT / "requirements" / "lock.txt"), f"{ROOT}[{extra}]"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
