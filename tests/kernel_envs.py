@@ -21,6 +21,7 @@ KERNELS = {
     "ipykernel-5.5.6": (["ipykernel==5.5.6", "ipython==7.34.0", "jupyter_client==6.1.12"],
                         ["ipywidgets==7.7.1", "ipython_genutils==0.2.0"]),
     "ipykernel-6.29.5": (["ipykernel==6.29.5"], []),
+    "ipykernel-7.0": (["ipykernel==7.0.0"], []),
     "ipykernel-7.3": (["ipykernel==7.3.0"], []),
 }
 

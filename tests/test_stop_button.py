@@ -1,6 +1,6 @@
 """The Stop button on real kernels: its click, sent as a frontend sends it, ends training after that step.
 
-Kernels: this venv's (ipykernel 7.4: a subshell), ipykernel 7.3 (clicks taken off the shell channel
+Kernels: this venv's (ipykernel 7.4: a subshell), ipykernel 7.3 and 7.0 (clicks taken off the shell channel
 thread), 6.29.5, Colab's (ipykernel 6.17.1, IPython 7.34, jupyter_client 6.1.12, ipywidgets 7.7.1) and 5.5.6
 (jupyter-ui-poll). Cases:
 the running cell; a training cell queued behind another that drew a button ("Run all"); a plan of stages.
@@ -39,7 +39,7 @@ def kernel_env(name: str) -> dict[str, str]:
     return env
 
 
-KERNELS = ["default", "ipykernel-7.3", "ipykernel-6.29.5", "colab", "ipykernel-5.5.6"]
+KERNELS = ["default", "ipykernel-7.3", "ipykernel-7.0", "ipykernel-6.29.5", "colab", "ipykernel-5.5.6"]
 
 
 @pytest.mark.slow

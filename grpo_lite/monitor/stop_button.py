@@ -156,8 +156,8 @@ class StopButton:
         if self._stopped:
             return
         self._stopped = True
+        self.on_stop()  # first: the stop must not hang on the button's redraw
         self.button.description, self.button.disabled = "Stopping after this step", True
-        self.on_stop()
 
     def poll(self) -> None:
         """Deliver pending clicks (needed only where the kernel has no subshells)."""
