@@ -89,6 +89,28 @@ def _check_dataset(dataset) -> None:
         )
 
 
+def _check_sequence_length(model, tokenizer, dataset, config) -> None:
+    """Refuse a run whose longest prompt plus ``max_completion_length`` exceeds the model's ``max_seq_length``.
+
+    Unsloth's loader sets ``model.max_seq_length`` from ``load_model(max_seq_length=...)`` and sizes the model's
+    RoPE cache and vLLM's maximum model length from it (unsloth/models/llama.py, unsloth_zoo/vllm_utils.py):
+    a longer sequence fails inside generation, after loading and often after the first steps.
+    """
+    limit = getattr(model, "max_seq_length", None)
+    if not isinstance(limit, int) or "prompt" not in dataset.column_names:
+        return
+    texts = [tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True) if isinstance(p, list) else p
+             for p in dataset["prompt"]]
+    longest = max((len(tokenizer(text, add_special_tokens=False)["input_ids"]) for text in texts), default=0)
+    if longest + config.max_completion_length > limit:
+        raise ValueError(
+            f"the longest prompt ({longest} tokens) plus max_completion_length={config.max_completion_length} exceeds the "
+            f"model's max_seq_length={limit}: load the model with load_model(..., max_seq_length={longest + config.max_completion_length}) "
+            f"or more, pass max_completion_length={max(limit - longest, 1)} or less, or drop long prompts with "
+            "prepare_dataset(..., tokenizer=tokenizer, max_prompt_tokens=N)"
+        )
+
+
 def _dashboard(dashboard: Any, output_dir: Path) -> list[TrainerCallback]:
     """``True``: the view that fits; a view name; a LiveDashboard of the user's; ``False``: none."""
     if dashboard is True or isinstance(dashboard, str):
@@ -157,6 +179,7 @@ def train(
     overrides = {**vllm_options(model), **overrides}
     config = make_config(preset, output_dir=output_dir, **overrides)
     _check_dataset(dataset)
+    _check_sequence_length(model, tokenizer, dataset, config)
     if config.reward_weights is not None and len(config.reward_weights) != len(funcs):
         raise ValueError(f"reward_weights has {len(config.reward_weights)} values for {len(funcs)} reward functions")
     evaluation = []

@@ -108,3 +108,14 @@ def test_rewards_can_be_named_by_import_path(tmp_path, monkeypatch):
     assert func.__name__ == "brevity" and weights is None
     with pytest.raises(ValueError, match="cannot import 'nope' from module 'my_rewards'"):
         resolve_rewards("my_rewards:nope")
+
+
+def test_a_prompt_and_completion_longer_than_max_seq_length_are_refused_before_training(tiny_model, arithmetic, tmp_path):
+    # Unsloth's loader sets model.max_seq_length from load_model(max_seq_length=...) and sizes vLLM's maximum model
+    # length from it (unsloth/models/llama.py, unsloth_zoo/vllm_utils.py); Unsloth cannot load a model on a CPU, so
+    # the tiny model carries the attribute as Unsloth's loader would set it.
+    model, tokenizer = tiny_model
+    model.max_seq_length = 40
+    with pytest.raises(ValueError, match=r"max_completion_length=32 exceeds the model's max_seq_length=40: load the model with"):
+        train(model, tokenizer, arithmetic, "numeric_correctness_reward", preset="cpu-smoke", output_dir=tmp_path, dashboard=False)
+    assert not (tmp_path / "metrics.jsonl").exists()
