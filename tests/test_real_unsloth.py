@@ -8,10 +8,13 @@ the checked behaviour necessary.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from real_unsloth import requires_unsloth, run_script
 
 pytestmark = [requires_unsloth, pytest.mark.slow]
+ROOT = Path(__file__).parents[1]
 
 
 def test_demo_and_a_transformers_model_train_with_kl_under_unsloths_trainer(tmp_path, tiny_model_dir):
@@ -132,3 +135,25 @@ def test_fast_inference_auto_falls_back_when_unsloth_disabled_a_broken_vllm(tmp_
     assert (done["backend"], done["fast_inference"]) == ("unsloth", False)
     for said in (done["reason"], done["refused"]):
         assert "Unsloth disabled vLLM" in said and "broken vLLM binary extension" in said
+
+
+def test_notebook_01_runs_its_demo_then_its_training_under_unsloths_patching(tmp_path, monkeypatch):
+    # The kernel applies Unsloth's patching at startup (IPython's startup folder), as importing grpo_lite does on a
+    # GPU runtime; the notebook itself is unchanged. Its demo model was not loaded by Unsloth (for_training).
+    import nbformat
+    from nbclient import NotebookClient
+    from real_unsloth import PATCH
+
+    startup = tmp_path / "ipython" / "profile_default" / "startup"
+    startup.mkdir(parents=True)
+    (startup / "00-unsloth-patching.py").write_text(PATCH)
+    work = tmp_path / "work"
+    work.mkdir()
+    for name, value in {"IPYTHONDIR": str(tmp_path / "ipython"), "GRPO_LITE_SMOKE": "1", "HF_HUB_OFFLINE": "1",
+                        "MPLBACKEND": "Agg"}.items():
+        monkeypatch.setenv(name, value)
+    notebook = nbformat.read(ROOT / "notebooks" / "01_quickstart_gsm8k.ipynb", as_version=4)
+    notebook.cells.append(nbformat.v4.new_code_cell("import trl\nprint('trainer:', type(result.trainer).__name__, trl.GRPOTrainer.__name__)"))
+    NotebookClient(notebook, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(work)}}).execute()
+    printed = "".join(o.get("text", "") for o in notebook.cells[-1].outputs)
+    assert "trainer: UnslothGRPOTrainer UnslothGRPOTrainer" in printed
