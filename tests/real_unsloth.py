@@ -68,9 +68,14 @@ def run_script(code: str, cwd: Path, *, unsloth: bool = True, gpu: tuple[int, in
     prelude = (PATCH if unsloth else NO_UNSLOTH) + (FAKE_GPU.format(gpu=gpu) if gpu else "")
     helper = f"def result(value):\n    import json\n    print({RESULT_MARK!r} + json.dumps(value), flush=True)\n"
     source = prelude + helper + textwrap.dedent(code)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")])}
+    # Unsloth compiles with torch.compile; a cache of its own keeps kernels other processes left in /tmp out of the test
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cwd / "torchinductor-cache"),
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run([sys.executable, "-c", source], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     lines = [line for line in done.stdout.splitlines() if line.startswith(RESULT_MARK)]
     if done.returncode or not lines:
-        raise AssertionError(f"exit {done.returncode}\n--- stdout\n{done.stdout[-6000:]}\n--- stderr\n{done.stderr[-8000:]}")
+        # the exception's own line first: a long traceback's tail is what a CI log keeps least of
+        raised = [line for line in done.stderr.splitlines() if line.strip() and not line[0].isspace()][-3:]
+        raise AssertionError(f"exit {done.returncode}: {' | '.join(raised)}\n--- stdout\n{done.stdout[-6000:]}\n"
+                             f"--- stderr\n{done.stderr[-8000:]}")
     return json.loads(lines[-1][len(RESULT_MARK):])
