@@ -64,6 +64,7 @@ _EXPORTS = {
     "read_metrics": ".monitor.metrics",
     "read_samples": ".monitor.samples",
     "rescore_run": ".rescore",
+    "read_run": ".run_record",
     # evaluate, export, use
     "evaluate": ".evaluation",
     "compare": ".evaluation",
@@ -98,6 +99,7 @@ if TYPE_CHECKING:  # what editors and type checkers see; at run time each name l
     from .preview import PreviewReport, preview
     from .rescore import rescore_run
     from .reward_guard import RewardFailure
+    from .run_record import read_run
     from .runtime import NoGPU, check_runtime, run_dir
     from .stages import Stage, train_stages
     from .tiny import build_tiny_model

@@ -27,11 +27,11 @@ def _train(args) -> int:
     from .recipe import apply_settings, read_recipe, run_recipe
     from .reward_guard import RewardFailure
 
-    recipe = apply_settings(read_recipe(args.config), args.set)
+    settings = apply_settings(read_recipe(args.config), args.set)
     if "reward_timeout" in vars(args):
-        recipe["reward_timeout"] = args.reward_timeout
+        settings.reward_timeout = args.reward_timeout
     try:  # train() draws the live dashboard: rich in a terminal, log lines when the output is piped
-        result = run_recipe(recipe, output_dir=args.output_dir, resume=args.resume)
+        result = run_recipe(settings, output_dir=args.output_dir, resume=args.resume)
     except (RewardFailure, NaNDetected, OutOfMemory, DiskFull) as fault:  # each says what was kept and what to change
         print(f"grpo-lite: {fault}", file=sys.stderr)
         return 1
@@ -98,14 +98,15 @@ def _plan(args) -> int:
 
 
 def _seconds_or_none(value: str) -> float | None:
-    if value.lower() == "none":
-        return None
+    from .config import ConfigError
+    from .run_record import check_reward_timeout
+
     try:
-        if float(value) > 0:
-            return float(value)
-    except ValueError:
-        pass
-    raise argparse.ArgumentTypeError(f"{value!r}: give a positive number of seconds, or 'none' for no limit")
+        seconds = None if value.lower() == "none" else float(value)
+        check_reward_timeout(seconds)
+    except (ValueError, ConfigError):
+        raise argparse.ArgumentTypeError(f"{value!r}: give a positive number of seconds, or 'none' for no limit") from None
+    return seconds
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -122,12 +123,16 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--pass-k", type=int, dest="heldout_samples", action=OldFlag, help=argparse.SUPPRESS)
     demo.set_defaults(handler=_demo)
 
-    run = commands.add_parser("train", help="train from a run YAML (model, dataset, rewards, preset, overrides)")
+    from .run_record import field_help
+
+    run = commands.add_parser("train", help="train from a run YAML (model, dataset, rewards, preset, overrides)",
+                              epilog=field_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("config", type=Path)
     run.add_argument("--output-dir", type=Path, default=None, help="overrides output_dir in the YAML")
     run.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in the output dir")
     run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                     help="override a GRPOConfig field (max_steps=50) or load./dataset. options (load.backend=transformers)")
+                     help="change a setting (preset=t4, load.lora_rank=32, dataset.path=x.jsonl) or a GRPOConfig field "
+                     "(max_steps=50)")
     run.add_argument("--reward-timeout", type=_seconds_or_none, default=argparse.SUPPRESS, metavar="SECONDS",
                      help="seconds one reward call may take before its batch scores None (default 600; 'none': no limit)")
     run.set_defaults(handler=_train)

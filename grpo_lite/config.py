@@ -20,8 +20,6 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 BASE = {
     "learning_rate": 5e-6,
     "adam_beta1": 0.9,
@@ -210,20 +208,6 @@ def config_to_dict(config) -> dict[str, Any]:
     """Every init field of a GRPOConfig as plain YAML-friendly values."""
     fields = grpo_config_fields()
     return {k: v for k, v in config.to_dict().items() if k in fields}
-
-
-def save_run_yaml(path: str | Path, config, **run: Any) -> Path:
-    """Write ``run.yaml``: what was trained with what (``run`` entries) and the full GRPOConfig."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    document = {**run, "grpo_config": config_to_dict(config)}
-    path.write_text(yaml.safe_dump(document, sort_keys=False, default_flow_style=False))
-    return path
-
-
-def load_run_yaml(path: str | Path) -> dict[str, Any]:
-    """Read a ``run.yaml``; ``document["grpo_config"]`` rebuilds the config with :func:`config_from_dict`."""
-    return yaml.safe_load(Path(path).read_text()) or {}
 
 
 def config_from_dict(options: dict[str, Any]):

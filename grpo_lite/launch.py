@@ -8,15 +8,15 @@ run as a recipe (``recipe.yaml``, what ``grpo-lite train`` reads), the accelerat
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from .config import load_run_yaml
 from .recipe import read_recipe
-from .run_files import RUN_FILE
+from .run_record import RunSettings, read_run
 
 RECIPE_FILE = "recipe.yaml"
 
@@ -87,48 +87,59 @@ def launch_commands(recipe: str = RECIPE_FILE, *, model: str, num_gpus: int = 2)
     }
 
 
-def recipe_from_run(run_dir: str | Path) -> dict[str, Any]:
-    """A recipe rebuilt from the run record (``run.yaml``) that :func:`grpo_lite.train` wrote (dataset not included)."""
-    run = load_run_yaml(Path(run_dir) / RUN_FILE)
-    recipe = {"model": run["model"], "rewards": run["rewards"], "preset": run.get("preset", "auto")}
-    if run.get("backend") and run["backend"] != "cpu":
-        recipe["load"] = {"backend": run["backend"]}
-    overrides = dict(run.get("overrides") or {})
-    if "reward_weights" in overrides:
-        recipe["reward_weights"] = overrides.pop("reward_weights")
-    if run.get("reward_timeout") is not None:
-        recipe["reward_timeout"] = run["reward_timeout"]
-    recipe["overrides"] = overrides
-    return recipe
+def recipe_from_run(run_dir: str | Path) -> RunSettings:
+    """The settings of the run in ``run_dir``, from the run record (``run.yaml``) that :func:`grpo_lite.train`
+    wrote, with reward weights a ``RewardSet`` chose made explicit (dataset not included)."""
+    record = read_run(run_dir)
+    settings = record.settings
+    if settings.reward_weights is None and record.chosen.get("reward_weights") is not None:
+        settings = dataclasses.replace(settings, reward_weights=record.chosen["reward_weights"])
+    return settings
 
 
 def write_launch_kit(source: Any, out_dir: str | Path, *, dataset=None, num_gpus: int = 2) -> Path:
     """Write ``recipe.yaml``, ``accelerate/*.yaml`` and ``LAUNCH.md`` (the commands) into ``out_dir``.
 
-    ``source``: a recipe dict, a recipe YAML path, or the output dir of a finished :func:`train` run.
-    ``dataset``: a prepared ``datasets.Dataset`` (``prompt`` column) to ship as ``dataset.jsonl``, for runs
-    whose data lives only in a notebook.
+    ``source``: run settings, a recipe dict, a recipe YAML path, or the output dir of a finished
+    :func:`train` run. ``dataset``: a prepared ``datasets.Dataset`` (``prompt`` column) to ship as
+    ``dataset.jsonl``, for runs whose data lives only in a notebook.
     """
     out = Path(out_dir)
     (out / "accelerate").mkdir(parents=True, exist_ok=True)
-    if isinstance(source, dict):
-        recipe = dict(source)
+    if isinstance(source, RunSettings):
+        settings = source
+    elif isinstance(source, dict):
+        settings = RunSettings.from_dict(source, "the recipe").validate("the recipe")
     elif Path(source).is_dir():
-        recipe = recipe_from_run(source)
+        settings = recipe_from_run(source)
     else:
-        recipe = read_recipe(source)
+        settings = read_recipe(source)
     if dataset is not None:
         dataset.to_json(str(out / "dataset.jsonl"))
-        recipe["dataset"] = {"path": "dataset.jsonl", "prepared": True}
-    if "dataset" not in recipe:
+        settings = dataclasses.replace(settings, dataset={"path": "dataset.jsonl", "prepared": True})
+    if settings.dataset is None:
         raise ValueError("the run has no dataset: pass dataset=<the prepared dataset> to ship it with the launch kit")
-    recipe.pop("output_dir", None)
+    _check_importable(settings.rewards)
+    recipe = dataclasses.replace(settings, output_dir=None).to_dict()
     (out / RECIPE_FILE).write_text(yaml.safe_dump(recipe, sort_keys=False))
     for mode in ACCELERATE_MODES:
         (out / "accelerate" / f"{mode}.yaml").write_text(yaml.safe_dump(accelerate_config(mode, num_gpus), sort_keys=True))
-    commands = launch_commands(RECIPE_FILE, model=str(recipe["model"]), num_gpus=num_gpus)
+    commands = launch_commands(RECIPE_FILE, model=settings.model, num_gpus=num_gpus)
     (out / "LAUNCH.md").write_text(_launch_doc(commands, num_gpus))
     return out
+
+
+def _check_importable(references: list[str]) -> None:
+    from rewards import resolve_rewards
+
+    for reference in references:
+        try:
+            resolve_rewards(reference)
+        except ValueError:
+            raise ValueError(
+                f"reward {reference!r} cannot be found by name, so the launch kit's run could not load it: a function "
+                f"defined in a notebook is not importable. Move it into a module (my_rewards.py next to the kit) and "
+                f"train with rewards=['my_rewards:{reference}']") from None
 
 
 def _launch_doc(commands: dict[str, str], num_gpus: int) -> str:

@@ -19,8 +19,8 @@ from typing import Any
 
 from .device import cuda_available, half_dtype, installed, vllm_usable
 from .log import logger
+from .run_record import LORA_TARGET_MODULES, LoadSettings
 
-LORA_TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 BACKEND_CHOICES = ("auto", "unsloth", "transformers", "cpu")
 DEFAULT_VLLM_SHARE = 0.5  # Unsloth's default gpu_memory_utilization, for models the planner cannot read
 
@@ -137,7 +137,7 @@ def load_model(
     fast_inference: bool | str = "auto",
     lora_rank: int | None = 16,
     lora_alpha: int | None = None,
-    target_modules: str | tuple[str, ...] | list[str] = LORA_TARGET_MODULES,
+    target_modules: str | tuple[str, ...] | list[str] = tuple(LORA_TARGET_MODULES),
     gpu_memory_utilization: float | str = "auto",
     backend: str = "auto",
     seed: int = 3407,
@@ -145,12 +145,20 @@ def load_model(
 ):
     """Load ``model_name`` (hub id or local folder) with LoRA adapters ready for GRPO.
 
-    Returns ``(model, tokenizer)``; ``model.grpo_lite_backend`` says which backend was used and why.
-    ``lora_rank=None`` trains all weights (no LoRA). ``lora_alpha`` defaults to ``2 * lora_rank``.
-    ``fast_inference="auto"`` generates through vLLM when the Unsloth backend is chosen and a vLLM that TRL
-    accepts is installed; ``gpu_memory_utilization="auto"`` then gives vLLM what training leaves free, by
-    the memory planner. Extra keyword arguments go to the backend's ``from_pretrained``.
+    Returns ``(model, tokenizer)``; ``model.grpo_lite_backend`` says which backend was used and why, and
+    ``model.grpo_lite_load`` holds ``(model_name, LoadSettings)``, the arguments as given, which
+    :func:`grpo_lite.train` records in ``run.yaml``. ``lora_rank=None`` trains all weights (no LoRA).
+    ``lora_alpha`` defaults to ``2 * lora_rank``; ``seed`` seeds the adapters' initial weights.
+    ``max_seq_length`` bounds prompt + completion: ``train`` refuses a longer run before it starts (Unsloth
+    also sizes its RoPE cache and vLLM by it). ``fast_inference="auto"`` generates through vLLM when the
+    Unsloth backend is chosen and a vLLM that TRL accepts is installed; ``gpu_memory_utilization="auto"``
+    then gives vLLM what training leaves free, by the memory planner. Extra keyword arguments go to the
+    backend's ``from_pretrained``.
     """
+    settings = LoadSettings(backend=backend, max_seq_length=max_seq_length, load_in_4bit=load_in_4bit,
+                            fast_inference=fast_inference, lora_rank=lora_rank, lora_alpha=lora_alpha,
+                            target_modules=target_modules if isinstance(target_modules, str) else list(target_modules),
+                            gpu_memory_utilization=gpu_memory_utilization, seed=seed, from_pretrained=dict(model_kwargs))
     choice = choose_backend(backend, load_in_4bit=load_in_4bit, fast_inference=fast_inference)
     if choice.load_in_4bit and not lora_rank:
         raise BackendError(
@@ -163,6 +171,9 @@ def load_model(
         else:
             why = f"gpu_memory_utilization {gpu_memory_utilization}"
         choice = replace(choice, reason=f"{choice.reason}, {why}", gpu_memory_utilization=gpu_memory_utilization)
+    elif gpu_memory_utilization != "auto":
+        logger.warning(f"gpu_memory_utilization={gpu_memory_utilization} is ignored: it is vLLM's share of the GPU, and "
+                       f"this model generates without vLLM ({choice})")
     logger.info(f"backend={choice}")
     alpha = lora_alpha if lora_alpha is not None else 2 * (lora_rank or 0)
     if choice.name == "unsloth":
@@ -170,10 +181,12 @@ def load_model(
             model_name, choice, max_seq_length, lora_rank, alpha, target_modules, gpu_memory_utilization, seed, model_kwargs
         )
     else:
-        model, tokenizer = _load_transformers(model_name, choice, lora_rank, alpha, target_modules, model_kwargs)
+        model, tokenizer = _load_transformers(model_name, choice, lora_rank, alpha, target_modules, seed, model_kwargs)
+        model.max_seq_length = max_seq_length  # train() checks prompt + completion against it, as Unsloth's loader sets it
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     model.grpo_lite_backend = choice
+    model.grpo_lite_load = (model_name, settings)
     return model, tokenizer
 
 
@@ -202,7 +215,7 @@ def _load_unsloth(model_name, choice, max_seq_length, lora_rank, alpha, target_m
     return model, tokenizer
 
 
-def _load_transformers(model_name, choice, lora_rank, alpha, target_modules, kwargs):
+def _load_transformers(model_name, choice, lora_rank, alpha, target_modules, seed, kwargs):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -240,4 +253,6 @@ def _load_transformers(model_name, choice, lora_rank, alpha, target_modules, kwa
             f"pass target_modules=... (e.g. 'all-linear')"
         )
     lora = LoraConfig(r=lora_rank, lora_alpha=alpha, target_modules=targets, lora_dropout=0.0, task_type="CAUSAL_LM")
-    return get_peft_model(model, lora), tokenizer
+    with torch.random.fork_rng(devices=[]):  # the seed decides the adapters' initial weights, as Unsloth's random_state does
+        torch.manual_seed(seed)
+        return get_peft_model(model, lora), tokenizer

@@ -20,9 +20,9 @@ from rewards.check import RewardReport, reads_gold
 from rewards.diagnoses import TIE, Finding, finding, is_no_signal
 from rewards.display import RichReport
 
-from .config import load_run_yaml
 from .monitor.samples import question_of, read_samples
 from .run_files import RUN_FILE
+from .run_record import read_run
 
 
 def _sign(value: float | None) -> int:
@@ -117,7 +117,7 @@ def rescore_run(output_dir: str | Path, rewards: Any, dataset: Any = None, *, qu
         raise ValueError(f"rescore_run: {', '.join(needs_gold)} read the 'answer' column, which samples.jsonl does not "
                          "keep; pass dataset=<the training dataset>")
     columns = _columns_by_question(dataset, question) if dataset is not None else {}
-    config = load_run_yaml(output_dir / RUN_FILE).get("grpo_config", {}) if (output_dir / RUN_FILE).exists() else {}
+    config = read_run(output_dir).grpo_config if (output_dir / RUN_FILE).exists() else {}
     settings = {"scale_rewards": config.get("scale_rewards", "group"),
                 "multi_objective_aggregation": config.get("multi_objective_aggregation", "sum_then_normalize")}
     rows, labs, missing = [], [], set()

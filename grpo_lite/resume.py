@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
-from .config import ConfigError, config_to_dict, load_run_yaml
+from .config import ConfigError, config_to_dict
 from .log import logger
 from .run_files import RUN_FILE
+from .run_record import RunRecord, read_run
 
 # What a checkpoint's weights, optimizer and sampler state depend on. Anything else (max_steps to extend,
 # save/log frequency) may change between the first run and its resumption.
@@ -48,15 +48,16 @@ def latest_checkpoint(output_dir: Path) -> Path | None:
     return None
 
 
-def check_resume(saved_run_yaml: str | Path, config, **run: Any) -> None:
+def check_resume(saved_run_yaml: str | Path, config, run: RunRecord) -> None:
     """Refuse to resume a run whose saved ``run.yaml`` differs in something the checkpoint depends on.
 
     Raises ConfigError listing each changed field as ``field: old -> new``.
     """
     saved_run_yaml = Path(saved_run_yaml)
-    saved = load_run_yaml(saved_run_yaml)
-    saved_config, new_config = saved.get("grpo_config", {}), config_to_dict(config)
-    changed = [(key, saved.get(key), run.get(key)) for key in RESUME_FIXED_RUN if key in saved and saved.get(key) != run.get(key)]
+    saved_record = read_run(saved_run_yaml)
+    saved, new = saved_record.fixed(), run.fixed()
+    saved_config, new_config = saved_record.grpo_config, config_to_dict(config)
+    changed = [(key, saved[key], new[key]) for key in RESUME_FIXED_RUN if saved[key] is not None and saved[key] != new[key]]
     changed += [
         (key, saved_config.get(key), new_config.get(key))
         for key in RESUME_FIXED_CONFIG
@@ -71,14 +72,14 @@ def check_resume(saved_run_yaml: str | Path, config, **run: Any) -> None:
         )
 
 
-def resume_checkpoint(output_dir: Path, config, **run: Any) -> Path | None:
+def resume_checkpoint(output_dir: Path, config, run: RunRecord) -> Path | None:
     """The checkpoint to continue from, once the saved run record agrees with ``config`` and ``run``.
 
     Raises ConfigError when a setting the checkpoint depends on changed; None (said) when there is no
     complete checkpoint, and the run starts from the beginning.
     """
     if (output_dir / RUN_FILE).exists():
-        check_resume(output_dir / RUN_FILE, config, **run)
+        check_resume(output_dir / RUN_FILE, config, run)
     checkpoint = latest_checkpoint(output_dir)
     if checkpoint is None:
         logger.warning(f"no complete checkpoint in {output_dir} to resume from; training from the start")

@@ -24,10 +24,9 @@ from rewards import reward_name
 from rewards.calling import is_async_reward, score_violations
 
 from .log import logger
+from .run_record import REWARD_TIMEOUT
 from .stopping import StopSwitch
 from .time_limit import TimedOut, TimeLimit, unavailable_reason
-
-REWARD_TIMEOUT = 600.0  # seconds per call: far more than scoring a batch takes, short of losing a night
 
 
 class RewardFailure(RuntimeError):

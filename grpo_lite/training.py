@@ -1,7 +1,7 @@
 """train(): one GRPO run, from a model, a dataset and reward functions to a trained adapter in a run folder.
 
 The run, in order: resolve and guard the rewards; build and check the GRPOConfig; record the run
-(``run.yaml``); assemble the callbacks, each with one job; build TRL's GRPOTrainer; train (from a
+(``run.yaml``, grpo_lite.run_record); assemble the callbacks, each with one job; build TRL's GRPOTrainer; train (from a
 checkpoint when resuming); save. The callbacks run in this order (the list in ``train`` is the one place
 that sets it; the user's ``callbacks`` come after grpo-lite's, before the StopSwitch); what each does, and
 the files it writes, is in its module:
@@ -36,7 +36,7 @@ from transformers import TrainerCallback
 from rewards import resolve_rewards
 
 from .callbacks import attach_all
-from .config import make_config, save_run_yaml, vllm_options
+from .config import make_config, vllm_options
 from .faults import faults_reported
 from .log import is_main_process, logger
 from .monitor.invariants import InvariantChecks
@@ -46,6 +46,7 @@ from .nan_guard import NaNStop
 from .resume import resume_checkpoint
 from .reward_guard import REWARD_TIMEOUT, GuardedReward, RewardFailureStop, guard, unlimited
 from .run_files import RUN_FILE
+from .run_record import check_reward_timeout, record_run
 from .stopping import InterruptStops, StopSwitch
 
 
@@ -66,19 +67,6 @@ class TrainResult:
     @property
     def model(self):
         return self.trainer.model
-
-
-def run_record(model, rewards: Sequence[GuardedReward]) -> dict[str, Any]:
-    """What the run trains, as ``run.yaml`` records it and a resumed run must match."""
-    config = getattr(model, "config", None)
-    peft_config = getattr(model, "peft_config", {}).get(getattr(model, "active_adapter", "default"))
-    backend = getattr(model, "grpo_lite_backend", None)
-    return dict(
-        model=str(getattr(config, "_name_or_path", "") or type(model).__name__),
-        backend=getattr(backend, "name", None),
-        lora_rank=getattr(peft_config, "r", None),
-        rewards=[reward.__name__ for reward in rewards],
-    )
 
 
 def _check_dataset(dataset) -> None:
@@ -173,11 +161,12 @@ def train(
     like a crash, and three failures in a row stop the run (docs/faults.md).
     """
     output_dir = Path(output_dir)
+    check_reward_timeout(reward_timeout)
     funcs, set_weights = resolve_rewards(rewards)
-    if reward_weights is not None or set_weights is not None:
-        overrides["reward_weights"] = list(reward_weights if reward_weights is not None else set_weights)
-    overrides = {**vllm_options(model), **overrides}
-    config = make_config(preset, output_dir=output_dir, **overrides)
+    weights = reward_weights if reward_weights is not None else set_weights
+    chosen = {key: value for key, value in vllm_options(model).items() if key not in overrides}
+    config = make_config(preset, output_dir=output_dir, **chosen, **overrides,
+                         **({"reward_weights": list(weights)} if weights is not None else {}))
     _check_dataset(dataset)
     _check_sequence_length(model, tokenizer, dataset, config)
     if config.reward_weights is not None and len(config.reward_weights) != len(funcs):
@@ -192,10 +181,11 @@ def train(
     guarded = [guard(f, reward_timeout) for f in funcs]
     if (unlimited_rewards := unlimited(guarded)) is not None:
         logger.warning(unlimited_rewards)
-    run = run_record(model, guarded)
-    checkpoint = resume_checkpoint(output_dir, config, **run) if resume else None
+    record = record_run(model, funcs, config, preset=preset, reward_weights=reward_weights, chosen_weights=set_weights,
+                        reward_timeout=reward_timeout, overrides=overrides, chosen_overrides=chosen)
+    checkpoint = resume_checkpoint(output_dir, config, record) if resume else None
     if is_main_process():
-        save_run_yaml(output_dir / RUN_FILE, config, **run, preset=preset, overrides=overrides, reward_timeout=reward_timeout)
+        record.write(output_dir / RUN_FILE)
 
     switch = StopSwitch()
     watchers = [

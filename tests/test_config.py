@@ -1,7 +1,8 @@
 import pytest
 
 from grpo_lite import TRAINING_PRESETS, ConfigError, make_config
-from grpo_lite.config import config_from_dict, load_run_yaml, resolve_options, save_run_yaml
+from grpo_lite.config import config_from_dict, config_to_dict, resolve_options
+from grpo_lite.run_record import RunRecord, RunSettings, read_run
 
 
 def test_cpu_preset_builds_a_valid_config_with_kl_on(tmp_path):
@@ -67,9 +68,9 @@ def test_gpu_preset_on_cpu_is_refused():
 
 def test_config_round_trips_through_yaml(tmp_path):
     config = make_config("cpu-smoke", output_dir=tmp_path, max_steps=7, reward_weights=[2.0, 0.5])
-    path = save_run_yaml(tmp_path / "run.yaml", config, model="tiny", rewards=["a", "b"])
-    document = load_run_yaml(path)
-    assert document["model"] == "tiny" and document["rewards"] == ["a", "b"]
-    again = config_from_dict(document["grpo_config"])
+    path = RunRecord(RunSettings(model="tiny", rewards=["a", "b"]), grpo_config=config_to_dict(config)).write(tmp_path / "run.yaml")
+    record = read_run(path)
+    assert record.settings.model == "tiny" and record.settings.rewards == ["a", "b"]
+    again = config_from_dict(record.grpo_config)
     for key in ("max_steps", "beta", "learning_rate", "num_generations", "reward_weights", "use_cpu", "lr_scheduler_type"):
         assert getattr(again, key) == getattr(config, key), key

@@ -43,7 +43,7 @@ def test_shipped_accelerate_configs_load_and_match_the_generator(mode):
 def test_launch_kit_writes_a_kit_whose_commands_parse(tmp_path):
     kit = write_launch_kit(ROOT / "examples" / "tiny_cpu.yaml", tmp_path / "kit", num_gpus=4)
     recipe = read_recipe(kit / "recipe.yaml")
-    assert recipe["model"] == "tiny" and "output_dir" not in recipe
+    assert recipe.model == "tiny" and recipe.output_dir is None
     doc = (kit / "LAUNCH.md").read_text()
     commands = [line.strip() for line in doc.splitlines() if line.startswith("    ")]
     assert len(commands) == 6
@@ -62,43 +62,51 @@ def test_launch_kit_writes_a_kit_whose_commands_parse(tmp_path):
             config = load_config_from_file(str(kit / launch.config_file))
             assert config.num_processes == 4
             applied = apply_settings(recipe, train.set)
-            assert applied["load"]["backend"] == "transformers"  # Unsloth is single-GPU
+            assert applied.load.backend == "transformers"  # Unsloth is single-GPU
     vllm_trainers = next(c for c in commands if c.startswith("CUDA_VISIBLE_DEVICES=1,2,3 "))
     launch, train = _parse_launch(vllm_trainers)
     assert launch.num_processes == 3
-    assert apply_settings(recipe, train.set)["overrides"]["vllm_mode"] == "server"
+    assert apply_settings(recipe, train.set).overrides["vllm_mode"] == "server"
 
 
 def test_write_launch_kit_from_a_notebook_run_ships_the_prepared_dataset(tmp_path):
     from grpo_lite import prepare_dataset
-    from grpo_lite.config import make_config, save_run_yaml
+    from grpo_lite.config import config_to_dict, make_config
 
     run_dir = tmp_path / "run"
-    save_run_yaml(run_dir / "run.yaml", make_config("cpu-smoke", output_dir=run_dir), model="Qwen/Qwen2.5-0.5B-Instruct",
-                  backend="unsloth", rewards=["exact_match_reward"], preset="auto", overrides={"max_steps": 9, "reward_weights": [2.0]},
-                  reward_timeout=120.0)
+    run_dir.mkdir()
+    # a run record as grpo-lite wrote it before run.yaml kept the settings apart from what the run chose
+    (run_dir / "run.yaml").write_text(yaml.safe_dump({
+        "model": "Qwen/Qwen2.5-0.5B-Instruct", "backend": "unsloth", "lora_rank": 16, "rewards": ["exact_match_reward"],
+        "preset": "auto", "overrides": {"max_steps": 9, "reward_weights": [2.0]}, "reward_timeout": 120.0,
+        "grpo_config": config_to_dict(make_config("cpu-smoke", output_dir=run_dir))}))
     with pytest.raises(ValueError, match="pass dataset="):
         write_launch_kit(run_dir, tmp_path / "kit")
     dataset = prepare_dataset([{"question": "1+1?", "answer": "2"}])
     kit = write_launch_kit(run_dir, tmp_path / "kit", dataset=dataset)
     recipe = read_recipe(kit / "recipe.yaml")
-    assert recipe["load"] == {"backend": "unsloth"} and recipe["reward_weights"] == [2.0]
-    assert recipe["overrides"] == {"max_steps": 9} and recipe["reward_timeout"] == 120.0
-    assert recipe["dataset"]["prepared"] and Path(recipe["dataset"]["path"]) == kit / "dataset.jsonl"
+    assert recipe.load is None and recipe.reward_weights == [2.0]  # the old record kept no load settings
+    assert recipe.overrides == {"max_steps": 9} and recipe.reward_timeout == 120.0
+    assert recipe.dataset["prepared"] and Path(recipe.dataset["path"]) == kit / "dataset.jsonl"
 
 
 def test_settings_route_to_sections_and_are_validated():
-    recipe = {"model": "m", "dataset": {"builtin": "arithmetic"}, "rewards": ["r"], "preset": "cpu-smoke"}
-    applied = apply_settings(recipe, ["max_steps=5", "load.load_in_4bit=false", "dataset.max_prompt_tokens=64"])
-    assert applied["overrides"] == {"max_steps": 5}
-    assert applied["load"] == {"load_in_4bit": False} and applied["dataset"]["max_prompt_tokens"] == 64
-    assert "overrides" not in recipe  # the original is left alone
     from grpo_lite import ConfigError
+    from grpo_lite.run_record import LoadSettings, RunSettings
+
+    recipe = RunSettings(model="m", dataset={"builtin": "arithmetic"}, rewards=["r"], preset="cpu-smoke")
+    applied = apply_settings(recipe, ["max_steps=5", "load.load_in_4bit=false", "dataset.max_prompt_tokens=64",
+                                      "preset=cpu-smoke", "reward_timeout=30"])
+    assert applied.overrides == {"max_steps": 5} and applied.reward_timeout == 30
+    assert applied.load == LoadSettings(load_in_4bit=False) and applied.dataset["max_prompt_tokens"] == 64
+    assert recipe.overrides == {} and recipe.load is None  # the original is left alone
 
     with pytest.raises(ConfigError, match="KEY=VALUE"):
         apply_settings(recipe, ["max_steps"])
     with pytest.raises(ConfigError, match="did you mean max_steps"):
         apply_settings(recipe, ["max_step=5"])
+    with pytest.raises(ConfigError, match="unknown setting 'lora_rnak'; did you mean lora_rank"):
+        apply_settings(recipe, ["load.lora_rnak=8"])
 
 
 def test_reward_timeout_in_the_recipe_and_on_the_command_line(tmp_path):
@@ -106,7 +114,7 @@ def test_reward_timeout_in_the_recipe_and_on_the_command_line(tmp_path):
 
     recipe = tmp_path / "run.yaml"
     recipe.write_text("model: tiny\ndataset: {builtin: arithmetic}\nrewards: [r]\npreset: cpu-smoke\nreward_timeout: 30\n")
-    assert read_recipe(recipe)["reward_timeout"] == 30
+    assert read_recipe(recipe).reward_timeout == 30
     recipe.write_text("model: tiny\ndataset: {builtin: arithmetic}\nrewards: [r]\npreset: cpu-smoke\nreward_timeout: -1\n")
     with pytest.raises(ConfigError, match="reward_timeout=-1: give the seconds one reward call may take"):
         read_recipe(recipe)

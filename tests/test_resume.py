@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from grpo_lite import ConfigError, read_metrics
-from grpo_lite.config import load_run_yaml, make_config
+from grpo_lite.config import make_config
 from grpo_lite.resume import check_resume
+from grpo_lite.run_record import LoadSettings, RunRecord, RunSettings, read_run
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECKPOINT_WAIT_S = 600  # a guard against a hung run, not a speed check
@@ -79,19 +80,23 @@ def test_killed_run_resumes_each_step_once_and_extends_max_steps(killed_run):
     assert all(r["time"] < killed_at for r in records[:checkpoint_step])
     assert all(r["time"] > killed_at for r in records[checkpoint_step:])
     assert json.loads((output_dir / "checkpoint-10" / "trainer_state.json").read_text())["global_step"] == 10
-    assert load_run_yaml(output_dir / "run.yaml")["grpo_config"]["max_steps"] == 10
+    assert read_run(output_dir).grpo_config["max_steps"] == 10
 
 
 def test_check_resume_names_each_changed_field(tmp_path):
-    from grpo_lite.config import save_run_yaml
+    from grpo_lite.config import config_to_dict
 
-    save_run_yaml(tmp_path / "run.yaml", make_config("cpu-smoke", output_dir=tmp_path, max_steps=4), model="tiny",
-                  lora_rank=8, rewards=["a"])
-    check_resume(tmp_path / "run.yaml", make_config("cpu-smoke", output_dir=tmp_path, max_steps=40),
-                 model="tiny", lora_rank=8, rewards=["a"])
+    def record(model, lora_rank, rewards, config):
+        settings = RunSettings(model=model, rewards=rewards, load=LoadSettings(lora_rank=lora_rank))
+        return RunRecord(settings, {"backend": "cpu"}, config_to_dict(config))
+
+    first = make_config("cpu-smoke", output_dir=tmp_path, max_steps=4)
+    record("tiny", 8, ["a"], first).write(tmp_path / "run.yaml")
+    longer = make_config("cpu-smoke", output_dir=tmp_path, max_steps=40)
+    check_resume(tmp_path / "run.yaml", longer, record("tiny", 8, ["a"], longer))
     changed = make_config("cpu-smoke", output_dir=tmp_path, max_steps=4, beta=0.0)
     with pytest.raises(ConfigError) as error:
-        check_resume(tmp_path / "run.yaml", changed, model="other", lora_rank=16, rewards=["a", "b"])
+        check_resume(tmp_path / "run.yaml", changed, record("other", 16, ["a", "b"], changed))
     message = str(error.value)
     for line in ("model: 'tiny' -> 'other'", "lora_rank: 8 -> 16", "rewards: ['a'] -> ['a', 'b']", "beta: "):
         assert line in message

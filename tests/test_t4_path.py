@@ -60,7 +60,7 @@ def test_a_t4_computes_in_fp16_everywhere(t4, monkeypatch, tiny_model_dir):
 
     monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", from_pretrained)
     choice = choose_backend("transformers", load_in_4bit=False, fast_inference=False)
-    _load_transformers(str(tiny_model_dir), choice, None, 0, (), {})
+    _load_transformers(str(tiny_model_dir), choice, None, 0, (), 0, {})
     assert loaded["dtype"] is torch.float16
 
 

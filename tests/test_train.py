@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from grpo_lite import RewardFailure, prepare_dataset, read_metrics, train
-from grpo_lite.config import load_run_yaml
+from grpo_lite.run_record import read_run
 
 QUICK = dict(preset="cpu-smoke", max_steps=3, num_generations=4, per_device_train_batch_size=4, max_completion_length=12)
 
@@ -35,9 +35,9 @@ def test_a_few_steps_change_lora_weights_and_log_every_step(tiny_model, arithmet
         for key in ("reward", "reward_std", "kl", "frac_reward_zero_std", "rewards/length_reward/mean", "rewards/digit_reward/mean"):
             assert isinstance(record[key], float), key
     assert (tmp_path / "adapter_model.safetensors").exists() and (tmp_path / "tokenizer_config.json").exists()
-    run = load_run_yaml(tmp_path / "run.yaml")
-    assert run["rewards"] == ["length_reward", "digit_reward"] and run["grpo_config"]["max_steps"] == 3
-    assert run["backend"] == "cpu"
+    run = read_run(tmp_path)
+    assert run.reward_names == ["length_reward", "digit_reward"] and run.grpo_config["max_steps"] == 3
+    assert run.chosen["backend"] == "cpu"
 
 
 def test_metrics_are_on_disk_while_training_runs(tiny_model, arithmetic, tmp_path):

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..config import load_run_yaml
 from ..run_files import RUN_FILE
+from ..run_record import read_run
 from .dashboard import LiveDashboard, duration
 from .health import HealthMonitor
 from .metrics import read_metrics
@@ -26,15 +26,16 @@ def show_run(output_dir: str | Path, view: str = "auto") -> LiveDashboard:
     if not history:
         raise FileNotFoundError(f"show_run: no metrics.jsonl with logged steps in {output_dir}; pass the output_dir "
                                 "that train() wrote to")
-    run = load_run_yaml(output_dir / RUN_FILE) if (output_dir / RUN_FILE).exists() else {}
-    options = run.get("grpo_config", {})
+    run = read_run(output_dir) if (output_dir / RUN_FILE).exists() else None
+    options = run.grpo_config if run else {}
     last_step = history[-1]["step"]
-    health = HealthMonitor(beta=options.get("beta"), max_steps=options.get("max_steps"), reward_names=run.get("rewards", ()))
+    health = HealthMonitor(beta=options.get("beta"), max_steps=options.get("max_steps"),
+                           reward_names=run.reward_names if run else ())
     for record in history:
         health.update(record)
     header = {
-        "model": Path(str(run.get("model", "-"))).name,
-        "backend": str(run.get("backend") or "transformers"),
+        "model": Path(run.settings.model).name if run else "-",
+        "backend": str(run.chosen.get("backend") or "transformers") if run else "transformers",
         "step": f"{last_step}/{options['max_steps']}" if options.get("max_steps", -1) > 0 else str(last_step),
         "elapsed": duration(history[-1].get("time", 0) - history[0].get("time", 0)),
     }

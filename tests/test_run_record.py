@@ -1,0 +1,139 @@
+"""One run record: what train() receives is what run.yaml holds, and the launch kit built from it is the same run."""
+
+import dataclasses
+import logging
+
+import pytest
+import torch
+import yaml
+
+from grpo_lite import ConfigError, load_model, prepare_dataset, train
+from grpo_lite.cli import build_parser
+from grpo_lite.config import TRAINING_PRESETS
+from grpo_lite.launch import write_launch_kit
+from grpo_lite.recipe import read_recipe, run_recipe
+from grpo_lite.run_record import LoadSettings, RunSettings, read_run
+
+
+def digit_reward(completions, answer, **kwargs):
+    return [float(a in c[0]["content"]) for c, a in zip(completions, answer)]
+
+
+def length_reward(completions, **kwargs):
+    return [len(c[0]["content"]) / 10 for c in completions]
+
+
+# Not the default of any setting, so a setting that a shape drops shows up as a difference.
+LOAD = dict(backend="transformers", max_seq_length=512, load_in_4bit=False, fast_inference=False, lora_rank=4,
+            lora_alpha=12, target_modules=["q_proj", "v_proj"], gpu_memory_utilization=0.3, seed=11,
+            from_pretrained={"attn_implementation": "eager"})
+TRAIN = dict(preset="cpu-smoke", reward_weights=[2.0, 0.5], reward_timeout=45.0,
+             overrides=dict(max_steps=1, num_generations=2, per_device_train_batch_size=2, max_completion_length=6,
+                            learning_rate=3e-5, beta=0.02, temperature=0.7, seed=5))
+# The GRPOConfig fields that name where a run writes, which differ between two runs of the same settings.
+WHERE = {"output_dir", "logging_dir", "run_name"}
+
+
+def test_every_load_and_train_setting_differs_from_its_default():
+    load_defaults, run_defaults = LoadSettings(), RunSettings(model="m", rewards=["r"])
+    assert {name for name in LOAD if LOAD[name] == getattr(load_defaults, name)} == set()
+    assert {f.name for f in dataclasses.fields(LoadSettings)} == set(LOAD)
+    assert {name for name in TRAIN if TRAIN[name] == getattr(run_defaults, name)} == set()
+    assert TRAIN["preset"] in TRAINING_PRESETS
+
+
+def test_a_run_and_the_launch_kit_built_from_it_are_configured_identically(tiny_model_dir, tmp_path, caplog):
+    rows = [{"question": f"What is {i} + {i}?", "answer": str(2 * i)} for i in range(4)]
+    with caplog.at_level(logging.WARNING, logger="grpo_lite"):
+        model, tokenizer = load_model(str(tiny_model_dir), **{k: v for k, v in LOAD.items() if k != "from_pretrained"},
+                                      **LOAD["from_pretrained"])
+    assert "gpu_memory_utilization=0.3 is ignored" in caplog.text  # an option this backend cannot use is said
+    assert model.config._attn_implementation == "eager"
+    dataset = prepare_dataset(rows, tokenizer=tokenizer)
+    first = train(model, tokenizer, dataset, [digit_reward, length_reward], output_dir=tmp_path / "first",
+                  dashboard=False, reward_weights=TRAIN["reward_weights"], preset=TRAIN["preset"],
+                  reward_timeout=TRAIN["reward_timeout"], **TRAIN["overrides"])
+
+    record = read_run(first.output_dir)
+    assert record.settings.load == LoadSettings(**LOAD)
+    assert {key: getattr(record.settings, key) for key in ("preset", "reward_weights", "reward_timeout", "overrides")} == TRAIN
+    assert record.settings.rewards == [f"{__name__}:digit_reward", f"{__name__}:length_reward"]
+    assert record.chosen["backend"] == "transformers" and record.chosen["preset"] == "cpu-smoke"
+
+    kit = write_launch_kit(first.output_dir, tmp_path / "kit", dataset=dataset)
+    again = run_recipe(read_recipe(kit / "recipe.yaml"), output_dir=tmp_path / "again")
+    second = read_run(again.output_dir)
+    assert second.settings == record.settings
+    assert second.chosen == record.chosen
+    differing = {key for key in record.grpo_config if record.grpo_config[key] != second.grpo_config[key]}
+    assert differing <= WHERE
+    lora, lora_again = first.model.peft_config["default"], again.model.peft_config["default"]
+    assert (lora_again.r, lora_again.lora_alpha, lora_again.target_modules) == (4, 12, {"q_proj", "v_proj"})
+    assert (lora.r, lora.lora_alpha, lora.target_modules) == (lora_again.r, lora_again.lora_alpha, lora_again.target_modules)
+    assert again.model.config._attn_implementation == "eager"
+
+
+def test_run_yaml_round_trips_and_reads_the_older_layout(tmp_path):
+    settings = RunSettings(model="m", rewards=["exact_match_reward"], load=LoadSettings(lora_rank=32),
+                           reward_weights=[2.0], reward_timeout=None, overrides={"max_steps": 3})
+    assert RunSettings.from_dict(yaml.safe_load(yaml.safe_dump(settings.to_dict()))) == settings
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump({
+        "model": "m", "backend": "unsloth", "lora_rank": 32, "rewards": ["exact_match_reward"], "preset": "auto",
+        "overrides": {"max_steps": 3, "reward_weights": [2.0]}, "reward_timeout": None, "grpo_config": {"beta": 0.04}}))
+    old = read_run(tmp_path)
+    assert old.settings == dataclasses.replace(settings, load=None)
+    assert old.fixed() == {"model": "m", "backend": "unsloth", "lora_rank": 32, "rewards": ["exact_match_reward"]}
+    assert old.grpo_config == {"beta": 0.04}
+
+
+def test_unknown_settings_are_refused_with_the_close_names(tmp_path):
+    recipe = tmp_path / "run.yaml"
+    recipe.write_text("model: tiny\ndataset: {builtin: arithmetic}\nrewards: [r]\nrewards_weights: [1]\n")
+    with pytest.raises(ConfigError, match="run.yaml: unknown setting 'rewards_weights'; did you mean reward_weights"):
+        read_recipe(recipe)
+    recipe.write_text("model: tiny\ndataset: {builtin: arithmetic}\nrewards: [r]\nload: {max_seq_len: 1024}\n")
+    with pytest.raises(ConfigError, match="load: unknown setting 'max_seq_len'; did you mean max_seq_length"):
+        read_recipe(recipe)
+    recipe.write_text("model: tiny\ndataset: {builtin: arithmetic}\nrewards: [a, b]\nreward_weights: [1]\n")
+    with pytest.raises(ConfigError, match="reward_weights has 1 values for 2 rewards"):
+        read_recipe(recipe)
+
+
+def test_train_help_lists_every_setting_with_its_help():
+    train_parser = build_parser()._subparsers._group_actions[0].choices["train"]
+    text = train_parser.format_help()
+    for f in dataclasses.fields(RunSettings):
+        assert f"  {f.name} " in text and f.metadata["help"][:30] in " ".join(text.split())
+    for f in dataclasses.fields(LoadSettings):
+        assert f"  load.{f.name} " in text
+
+
+def test_the_seed_decides_the_adapters_initial_weights_on_the_transformers_backend(tiny_model_dir):
+    def lora_a(seed):
+        model, _ = load_model(str(tiny_model_dir), backend="transformers", load_in_4bit=False, lora_rank=4, seed=seed)
+        return next(p for n, p in model.named_parameters() if "lora_A" in n).detach().clone()
+
+    assert torch.equal(lora_a(1), lora_a(1))
+    assert not torch.equal(lora_a(1), lora_a(2))
+
+
+def test_max_seq_length_is_enforced_on_the_transformers_backend(tiny_model_dir, tmp_path):
+    model, tokenizer = load_model(str(tiny_model_dir), backend="transformers", load_in_4bit=False, lora_rank=4,
+                                  max_seq_length=16)
+    dataset = prepare_dataset([{"question": "What is 1 + 1?", "answer": "2"}] * 2, tokenizer=tokenizer)
+    with pytest.raises(ValueError, match="exceeds the model's max_seq_length=16"):
+        train(model, tokenizer, dataset, [digit_reward], preset="cpu-smoke", output_dir=tmp_path, dashboard=False,
+              max_steps=1, num_generations=2, per_device_train_batch_size=2, max_completion_length=16)
+
+
+def test_a_launch_kit_refuses_a_reward_it_could_not_import(tmp_path):
+    def notebook_reward(completions, **kwargs):
+        return [0.0] * len(completions)
+
+    from grpo_lite.run_record import reward_reference
+
+    assert reward_reference(notebook_reward) == "notebook_reward"  # defined in a function: no importable path
+    assert reward_reference(digit_reward) == f"{__name__}:digit_reward"
+    settings = RunSettings(model="m", rewards=[reward_reference(notebook_reward)], dataset={"builtin": "arithmetic"})
+    with pytest.raises(ValueError, match="Move it into a module .* rewards=\\['my_rewards:notebook_reward'\\]"):
+        write_launch_kit(settings, tmp_path / "kit")
