@@ -24,14 +24,15 @@ from .run_record import RunSettings
 
 
 def read_recipe(path: str | Path) -> RunSettings:
-    """Read and check a run YAML (or a run's ``run.yaml``) before anything heavy is loaded."""
+    """Read a run YAML (or a run's ``run.yaml``) into settings, refusing settings it does not know; the values
+    are checked by :meth:`RunSettings.validate`, which :func:`run_recipe` calls before the model loads."""
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"run config {str(path)!r} does not exist")
     document = yaml.safe_load(path.read_text()) or {}
     if not isinstance(document, dict):
         raise ConfigError(f"{path.name}: a run YAML is a mapping of settings (model, dataset, rewards, ...)")
-    settings = RunSettings.from_dict(document, path.name).validate(path.name)
+    settings = RunSettings.from_dict(document, path.name)
     data_path = (settings.dataset or {}).get("path")
     if data_path and not Path(data_path).is_absolute() and (path.parent / data_path).exists():
         settings.dataset = {**settings.dataset, "path": str(path.parent / data_path)}  # relative to the YAML
@@ -39,13 +40,13 @@ def read_recipe(path: str | Path) -> RunSettings:
 
 
 def apply_settings(settings: RunSettings, changes: list[str]) -> RunSettings:
-    """``settings`` with each ``KEY=VALUE`` (values parsed as YAML) applied and checked (see
-    :meth:`RunSettings.with_setting`). Returns new settings."""
-    return reduce(RunSettings.with_setting, changes, settings).validate("--set")
+    """``settings`` with each ``KEY=VALUE`` (values parsed as YAML) applied (see :meth:`RunSettings.with_setting`).
+    Returns new settings."""
+    return reduce(RunSettings.with_setting, changes, settings)
 
 
 def run_recipe(settings: RunSettings, *, output_dir: str | Path | None = None, callbacks=(), resume: bool = False):
-    """Load the model, prepare the data and train, as the settings say; returns the TrainResult."""
+    """Check the settings, then load the model, prepare the data and train; returns the TrainResult."""
     from rewards import resolve_rewards
 
     from .data import load_builtin, load_rows, prepare_dataset

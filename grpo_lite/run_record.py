@@ -248,10 +248,10 @@ def reward_reference(func) -> str:
     return name
 
 
-def check_reward_timeout(timeout: Any, where: str = "reward_timeout") -> None:
+def check_reward_timeout(timeout: Any, where: str | None = None) -> None:
     """The one check of ``reward_timeout``: a positive number of seconds, or None for no limit."""
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0):
-        raise ConfigError(f"{where}: reward_timeout={timeout!r}: give the seconds one reward call may take (e.g. 600), "
+        raise ConfigError(f"{where + ': ' if where else ''}reward_timeout={timeout!r}: give the seconds one reward call may take (e.g. 600), "
                           "or null/None for no limit")
 
 

@@ -104,7 +104,7 @@ def test_settings_route_to_sections_and_are_validated():
     with pytest.raises(ConfigError, match="KEY=VALUE"):
         apply_settings(recipe, ["max_steps"])
     with pytest.raises(ConfigError, match="did you mean max_steps"):
-        apply_settings(recipe, ["max_step=5"])
+        apply_settings(recipe, ["max_step=5"]).validate()
     with pytest.raises(ConfigError, match="unknown setting 'lora_rnak'; did you mean lora_rank"):
         apply_settings(recipe, ["load.lora_rnak=8"])
 
@@ -117,7 +117,7 @@ def test_reward_timeout_in_the_recipe_and_on_the_command_line(tmp_path):
     assert read_recipe(recipe).reward_timeout == 30
     recipe.write_text("model: tiny\ndataset: {builtin: arithmetic}\nrewards: [r]\npreset: cpu-smoke\nreward_timeout: -1\n")
     with pytest.raises(ConfigError, match="reward_timeout=-1: give the seconds one reward call may take"):
-        read_recipe(recipe)
+        read_recipe(recipe).validate()
     assert build_parser().parse_args(["train", "r.yaml", "--reward-timeout", "90"]).reward_timeout == 90.0
     assert build_parser().parse_args(["train", "r.yaml", "--reward-timeout", "none"]).reward_timeout is None
     assert "reward_timeout" not in vars(build_parser().parse_args(["train", "r.yaml"]))  # the recipe's value stays

@@ -96,7 +96,7 @@ def test_unknown_settings_are_refused_with_the_close_names(tmp_path):
         read_recipe(recipe)
     recipe.write_text("model: tiny\ndataset: {builtin: arithmetic}\nrewards: [a, b]\nreward_weights: [1]\n")
     with pytest.raises(ConfigError, match="reward_weights has 1 values for 2 rewards"):
-        read_recipe(recipe)
+        read_recipe(recipe).validate()
 
 
 def test_train_help_lists_every_setting_with_its_help():
