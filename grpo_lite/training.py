@@ -39,6 +39,7 @@ from .callbacks import attach_all
 from .config import make_config, vllm_options
 from .faults import faults_reported
 from .log import is_main_process, logger
+from .monitor.dashboard import LiveDashboard
 from .monitor.invariants import InvariantChecks
 from .monitor.metrics import MetricsLog, read_metrics
 from .monitor.samples import SampleLog
@@ -102,8 +103,6 @@ def _check_sequence_length(model, tokenizer, dataset, config) -> None:
 def _dashboard(dashboard: Any, output_dir: Path) -> list[TrainerCallback]:
     """``True``: the view that fits; a view name; a LiveDashboard of the user's; ``False``: none."""
     if dashboard is True or isinstance(dashboard, str):
-        from .monitor.dashboard import LiveDashboard
-
         return [LiveDashboard(output_dir, view="auto" if dashboard is True else dashboard)]
     return [dashboard] if dashboard else []
 
@@ -121,6 +120,13 @@ def _grpo_trainer(model, tokenizer, dataset, rewards, config, callbacks):
         model.delete_adapter("ref")
     trainer = GRPOTrainer(model=model, reward_funcs=rewards, args=config, train_dataset=dataset,
                           processing_class=tokenizer, callbacks=callbacks)
+    if any(isinstance(callback, LiveDashboard) for callback in callbacks):
+        # the dashboard is the run's one voice: its header shows the step, elapsed and remaining time
+        from transformers.trainer import DEFAULT_PROGRESS_CALLBACK
+        from transformers.trainer_callback import PrinterCallback
+
+        for chatter in (DEFAULT_PROGRESS_CALLBACK, PrinterCallback):
+            trainer.remove_callback(chatter)
     attach_all(trainer)
     return trainer
 

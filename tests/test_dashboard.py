@@ -6,6 +6,8 @@ import signal
 import pytest
 
 from grpo_lite import LiveDashboard, RunCallback, prepare_dataset, read_metrics, read_samples, show_run, train
+from grpo_lite.callbacks import attach_all
+from grpo_lite.monitor.samples import SampleLog
 from grpo_lite.monitor.views import Frame, frame_html
 
 QUICK = dict(preset="cpu-smoke", num_generations=4, per_device_train_batch_size=8, max_completion_length=12)
@@ -75,14 +77,37 @@ def test_works_with_a_bare_trl_trainer(tiny_model, questions, tmp_path):
     model, tokenizer = tiny_model
     config = make_config("cpu-smoke", output_dir=tmp_path, max_steps=2, num_generations=4, per_device_train_batch_size=8,
                          max_completion_length=12)
-    dashboard = LiveDashboard(view="log")
+    samples, dashboard = SampleLog(tmp_path), LiveDashboard(view="log")
     trainer = GRPOTrainer(model=model, reward_funcs=[length_reward], args=config, train_dataset=questions,
-                          processing_class=tokenizer, callbacks=[dashboard])
-    dashboard.attach(trainer)
+                          processing_class=tokenizer, callbacks=[samples, dashboard])
+    attach_all(trainer)
     trainer.train()
     assert (tmp_path / "dashboard.png").exists() and dashboard.redraws >= 1
     assert [s["step"] for s in read_samples(tmp_path)] == [1] * 8 + [2] * 8
     assert [r["step"] for r in dashboard.history] == [1, 2]
+    assert dashboard.frame().samples == list(samples.recent)[-dashboard.samples_shown:]  # the run's samples, shown
+
+
+def test_the_dashboard_only_draws(tiny_model, questions, tmp_path):
+    # without a SampleLog it writes no samples.jsonl, and it leaves the Trainer's own callbacks alone
+    from trl import GRPOTrainer
+
+    from grpo_lite import make_config
+    from grpo_lite.trl_compat import enable_cpu_logprobs
+
+    enable_cpu_logprobs()
+    model, tokenizer = tiny_model
+    config = make_config("cpu-smoke", output_dir=tmp_path, max_steps=1, num_generations=4, per_device_train_batch_size=8,
+                         max_completion_length=12)
+    dashboard = LiveDashboard(view="log")
+    trainer = GRPOTrainer(model=model, reward_funcs=[length_reward], args=config, train_dataset=questions,
+                          processing_class=tokenizer, callbacks=[dashboard])
+    before = [type(c).__name__ for c in trainer.callback_handler.callbacks]
+    dashboard.attach(trainer)
+    trainer.train()
+    assert not (tmp_path / "samples.jsonl").exists() and dashboard.frame().samples == []
+    assert [type(c).__name__ for c in trainer.callback_handler.callbacks] == [*before, "StopSwitch"]
+    assert (tmp_path / "dashboard.png").exists()
 
 
 def test_the_notebook_html_escapes_completions_and_leaves_missing_scores_blank():

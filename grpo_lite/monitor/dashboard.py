@@ -9,11 +9,14 @@ drawing stays within ``max_overhead`` of the training time, and once more when t
 main process draws. In a notebook a Stop button ends training after the current step with a checkpoint
 (in a terminal, Ctrl-C does, through ``train``).
 
-``grpo_lite.train`` attaches one; with a bare TRL trainer::
+It only draws: the samples it shows are the run's :class:`~grpo_lite.monitor.samples.SampleLog`'s, the
+metrics come from the Trainer's logs, and the Stop button asks the trainer's
+:class:`~grpo_lite.stopping.StopSwitch`. ``grpo_lite.train`` attaches one (and removes the Trainer's own
+progress printing, so the dashboard is the run's one voice); with a bare TRL trainer::
 
-    dashboard = LiveDashboard("outputs/run")
-    trainer = GRPOTrainer(..., callbacks=[dashboard])
-    dashboard.attach(trainer)
+    samples, dashboard = SampleLog("outputs/run"), LiveDashboard("outputs/run")
+    trainer = GRPOTrainer(..., callbacks=[samples, dashboard])   # samples first: the dashboard shows them
+    attach_all(trainer)                                           # grpo_lite.callbacks
     trainer.train()
 """
 
@@ -47,9 +50,8 @@ class LiveDashboard(RunCallback):
     """A ``TrainerCallback`` drawing the run's dashboard; see the module docstring.
 
     Args:
-        output_dir: where ``dashboard.png`` (and, without ``train``, ``samples.jsonl``) go; default: the
-            trainer's ``output_dir``.
-        trainer: the ``GRPOTrainer`` whose recent samples are shown; or call :meth:`attach` once it exists.
+        output_dir: where ``dashboard.png`` goes; default: the trainer's ``output_dir``.
+        trainer: the ``GRPOTrainer`` it watches; or call :meth:`attach` once it exists.
         view: ``"auto"``, ``"notebook"``, ``"terminal"`` or ``"log"``.
         max_overhead: the share of training time all drawing may take; charts wait until they fit (the last
             frame, drawn when training ends, comes on top).
@@ -72,7 +74,7 @@ class LiveDashboard(RunCallback):
         self.stop_button = stop_button
         self.history: list[dict[str, Any]] = []
         self.health = HealthMonitor()
-        self.samples = SampleLog(self.output_dir, trainer=trainer)
+        self.samples: SampleLog | None = None  # the run's, found at the start of training
         self.header: dict[str, str] = {}
         self.view = None
         self.redraws = 0
@@ -81,7 +83,6 @@ class LiveDashboard(RunCallback):
         self.png: bytes | None = None
         self.stop: StopSwitch | None = None
         self._is_main = True
-        self._writes_samples = True
         self._start_step = 0
         self._start_tokens = 0.0
         self._train_start = time.perf_counter()
@@ -98,7 +99,8 @@ class LiveDashboard(RunCallback):
         dashboard.history = list(history)
         dashboard.header = dict(header)
         dashboard.health = health
-        dashboard.samples.recent.extend(samples[-dashboard.samples.recent.maxlen:])
+        dashboard.samples = SampleLog(None)  # holds the samples read from the run; writes nothing
+        dashboard.samples.add(samples[-dashboard.samples.recent.maxlen:])
         return dashboard
 
     def show(self) -> None:
@@ -108,19 +110,9 @@ class LiveDashboard(RunCallback):
         self.view.close()
 
     def attach(self, trainer) -> LiveDashboard:
-        """Give the dashboard its trainer (built after the callback, which the trainer needs first).
-
-        The dashboard becomes the run's only voice: the Trainer's progress bar and per-step dict print are
-        removed (the header shows the step, elapsed and remaining time). The Stop button asks the trainer's
-        StopSwitch, which is added when the trainer has none.
-        """
-        from transformers.trainer import DEFAULT_PROGRESS_CALLBACK
-        from transformers.trainer_callback import PrinterCallback
-
+        """Give the dashboard its trainer (built after the callback, which the trainer needs first). The Stop
+        button asks the trainer's StopSwitch, which is added when the trainer has none."""
         self.trainer = trainer
-        self.samples.attach(trainer)
-        for chatter in (DEFAULT_PROGRESS_CALLBACK, PrinterCallback):
-            trainer.remove_callback(chatter)
         self.stop = stop_switch(trainer)
         return self
 
@@ -131,7 +123,8 @@ class LiveDashboard(RunCallback):
         if not self._is_main:
             return
         self.output_dir = self.output_dir or Path(args.output_dir)
-        self._use_run_samples(state)
+        callbacks = getattr(getattr(self.trainer, "callback_handler", None), "callbacks", ())
+        self.samples = next((c for c in callbacks if isinstance(c, SampleLog)), None)
         self.history = [r for r in read_metrics(self.output_dir) if r.get("step", 0) <= state.global_step]
         reward_names = getattr(self.trainer, "reward_func_names", ())
         self.health = HealthMonitor(beta=getattr(args, "beta", None), max_steps=state.max_steps, reward_names=reward_names)
@@ -147,22 +140,9 @@ class LiveDashboard(RunCallback):
         on_stop = self.request_stop if self.stop_button and self.stop is not None else None
         self.view = make_view(self.view_kind, on_stop=on_stop)
 
-    def _use_run_samples(self, state) -> None:
-        """Share the run's own SampleLog when the trainer has one (``train`` adds it), else keep ours."""
-        callbacks = getattr(getattr(self.trainer, "callback_handler", None), "callbacks", ())
-        shared = next((c for c in callbacks if isinstance(c, SampleLog)), None)
-        self._writes_samples = shared is None
-        if shared is not None:
-            self.samples = shared
-        else:
-            self.samples = SampleLog(self.output_dir, trainer=self.trainer)
-            self.samples.start(resume_step=state.global_step)
-
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not self._is_main or not logs or "reward" not in logs:
             return
-        if self._writes_samples:
-            self.samples.on_log(args, state, control, logs=logs)
         record = {"step": state.global_step, **logs}
         self.history.append(record)
         for warning in self.health.update(record):
@@ -219,7 +199,7 @@ class LiveDashboard(RunCallback):
             header=self._header(state),
             latest=self.history[-1] if self.history else {},
             warnings=list(self.health.warnings),
-            samples=list(self.samples.recent)[-self.samples_shown:],
+            samples=list(self.samples.recent)[-self.samples_shown:] if self.samples is not None else [],
             png=self.png,
         )
 
