@@ -17,10 +17,11 @@ from rich.markup import escape
 from rich.table import Table
 
 from rewards import resolve_rewards, reward_name
+from rewards.calling import as_trl_completion, call_reward
 from rewards.diagnoses import is_correct
 from rewards.display import RichReport
 
-from .inference import generate
+from .inference import sample
 from .renamed import accepts_old_names
 
 EXAMPLES_SHOWN = 3
@@ -98,6 +99,10 @@ def _mean(values: Sequence[float | None]) -> float:
     return sum(scored) / len(scored) if scored else float("nan")
 
 
+def _text(completion) -> str:
+    return getattr(completion, "text", completion)
+
+
 def _columns(rows: Sequence[dict[str, Any]], repeat: int) -> dict[str, list[Any]]:
     """Dataset columns as reward keywords (as TRL passes them), each value repeated once per completion."""
     names = [c for c in rows[0] if c not in ("prompt", "completion")]
@@ -117,6 +122,9 @@ def score(
 
     A completion is correct when ``correctness`` (default ``rewards.numeric_correctness_reward``) gives it a
     positive score; well formatted when ``format_reward`` (default ``rewards.soft_xml_format_reward``) does.
+    Completions are texts or :class:`~grpo_lite.inference.Completion` (whose token ids the rewards then get);
+    every function is called as training calls it (``rewards.calling.call_reward``: a chat message for a chat
+    prompt, ``async`` ones awaited).
     """
     if len(completions) != len(rows):
         raise ValueError(f"score: {len(completions)} completions for {len(rows)} rows; pass one per row")
@@ -127,21 +135,25 @@ def score(
     prompts = [row["prompt"] for row in rows]
     columns = _columns(rows, 1)
 
-    correct = correctness(prompts=prompts, completions=list(completions), **columns)
-    formatted = format_reward(prompts=prompts, completions=list(completions), **columns)
+    def scores(func, prompts, completions, columns):
+        return call_reward(func, prompts=prompts, completions=[as_trl_completion(p, _text(c)) for p, c in zip(prompts, completions)],
+                           completion_ids=[list(getattr(c, "token_ids", ())) for c in completions], **columns)
+
+    correct = scores(correctness, prompts, completions, columns)
+    formatted = scores(format_reward, prompts, completions, columns)
     extra = resolve_rewards(rewards)[0] if rewards is not None else []
-    mean_rewards = {reward_name(f): _mean(f(prompts=prompts, completions=list(completions), **columns)) for f in extra}
+    mean_rewards = {reward_name(f): _mean(scores(f, prompts, completions, columns)) for f in extra}
 
     pass_k: dict[int, float] = {}
     if sampled is not None:
         k = len(sampled[0])
         flat = [c for row_samples in sampled for c in row_samples]
-        sample_scores = correctness(prompts=[p for p in prompts for _ in range(k)], completions=flat, **_columns(rows, k))
+        sample_scores = scores(correctness, [p for p in prompts for _ in range(k)], flat, _columns(rows, k))
         num_correct = [sum(is_correct(s) for s in sample_scores[i * k : (i + 1) * k]) for i in range(len(rows))]
         pass_k = {j: sum(pass_at_k(k, c, j) for c in num_correct) / len(rows) for j in powers_of_two(k)}
 
     examples = [
-        {"prompt": row["prompt"], "answer": row["answer"], "completion": completion,
+        {"prompt": row["prompt"], "answer": row["answer"], "completion": _text(completion),
          "correct": is_correct(c), "formatted": bool(f and f > 0)}
         for row, completion, c, f in zip(rows, completions, correct, formatted)
     ]
@@ -170,6 +182,7 @@ def evaluate(
     seed: int = 0,
     correctness: Callable | None = None,
     format_reward: Callable | None = None,
+    progress: str | None = "evaluating",
 ) -> EvalReport:
     """Evaluate ``model`` on the first ``heldout_n`` rows of a ``prepare_dataset`` dataset (``prompt`` and ``answer``).
 
@@ -179,7 +192,8 @@ def evaluate(
         report.accuracy, report.pass_at_k[4]
 
     Accuracy and format rate use one greedy completion per row; ``heldout_samples > 1`` also draws that many
-    completions at ``temperature`` (seeded by ``seed``) for pass@k.
+    completions at ``temperature`` (seeded by ``seed``) for pass@k. ``progress`` labels the progress bars over
+    the prompts (None: no bars).
     """
     import torch
 
@@ -190,13 +204,14 @@ def evaluate(
         raise ValueError("evaluate: the dataset has no 'prompt' column; build it with grpo_lite.prepare_dataset")
     prompts = [row["prompt"] for row in rows]
     options = dict(max_completion_length=max_completion_length, batch_size=batch_size)
-    greedy = generate(model, tokenizer, prompts, **options)
+    label = (lambda what: f"{progress}: {what}") if progress is not None else (lambda what: None)
+    greedy = sample(model, tokenizer, prompts, progress=label("greedy"), **options)
     sampled = None
     if heldout_samples > 1:
         with torch.random.fork_rng():  # seeded, and the caller's random stream (a training run's) left as it was
             torch.manual_seed(seed)
-            flat = generate(model, tokenizer, prompts, do_sample=True, temperature=temperature,
-                            num_return_sequences=heldout_samples, **options)
+            flat = sample(model, tokenizer, prompts, do_sample=True, temperature=temperature,
+                            num_return_sequences=heldout_samples, progress=label(f"{heldout_samples} samples each"), **options)
         sampled = [flat[i * heldout_samples : (i + 1) * heldout_samples] for i in range(len(rows))]
     return score(rows, greedy, rewards, sampled=sampled, correctness=correctness, format_reward=format_reward)
 

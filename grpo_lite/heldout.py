@@ -44,7 +44,7 @@ class HeldoutEvaluation(TrainerCallback):
         samples = self.options["heldout_samples"]
         rows = len(self.dataset) if self.options["heldout_n"] is None else min(self.options["heldout_n"], len(self.dataset))
         logger.info(f"held-out evaluation {when}: {rows} rows, greedy" + (f" and {samples} samples each" if samples > 1 else ""))
-        return evaluate(model, self.tokenizer, self.dataset, self.rewards, **self.options)
+        return evaluate(model, self.tokenizer, self.dataset, self.rewards, progress=f"held-out {when}", **self.options)
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         self.before = self._evaluate(model, "before training")

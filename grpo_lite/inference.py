@@ -49,7 +49,7 @@ class Completion:
     truncated: bool
 
 
-def _vllm_sample(model, texts, *, max_completion_length, do_sample, num_return_sequences, temperature, top_p, top_k, min_p,
+def _vllm_sample(model, texts, *, progress, max_completion_length, do_sample, num_return_sequences, temperature, top_p, top_k, min_p,
                  repetition_penalty) -> list[Completion]:
     from vllm import SamplingParams
 
@@ -63,13 +63,15 @@ def _vllm_sample(model, texts, *, max_completion_length, do_sample, num_return_s
         n=num_return_sequences,
     )
     lora = model.load_lora("grpo_lite_generate", load_tensors=True) if hasattr(model, "load_lora") else None
-    outputs = model.fast_generate(texts, sampling_params=params, lora_request=lora, use_tqdm=False)
+    outputs = model.fast_generate(texts, sampling_params=params, lora_request=lora, use_tqdm=progress is not None)
     return [Completion(choice.text, tuple(choice.token_ids), choice.finish_reason == "length")
             for output in outputs for choice in output.outputs]
 
 
-def _transformers_sample(model, tokenizer, texts, *, max_completion_length, do_sample, num_return_sequences, temperature, top_p,
-                         top_k, min_p, repetition_penalty, batch_size) -> list[Completion]:
+def _transformers_sample(model, tokenizer, texts, *, progress, max_completion_length, do_sample, num_return_sequences, temperature,
+                         top_p, top_k, min_p, repetition_penalty, batch_size) -> list[Completion]:
+    from tqdm.auto import tqdm
+
     padding_side = tokenizer.padding_side
     tokenizer.padding_side = "left"
     pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
@@ -81,6 +83,7 @@ def _transformers_sample(model, tokenizer, texts, *, max_completion_length, do_s
     was_training = model.training
     model.eval()
     completions: list[Completion] = []
+    bar = tqdm(total=len(texts), desc=progress, unit="prompt", disable=progress is None)
     try:
         for start in range(0, len(texts), batch_size):
             batch = tokenizer(texts[start : start + batch_size], return_tensors="pt", padding=True, add_special_tokens=False)
@@ -100,7 +103,9 @@ def _transformers_sample(model, tokenizer, texts, *, max_completion_length, do_s
                 tokens = row if end is None else row[:end]
                 completions.append(Completion(tokenizer.decode(tokens, skip_special_tokens=True),
                                               tuple(row if end is None else row[: end + 1]), end is None and len(row) >= max_completion_length))
+            bar.update(len(batch["input_ids"]))
     finally:
+        bar.close()
         tokenizer.padding_side = padding_side
         model.train(was_training)
     return completions
@@ -121,10 +126,12 @@ def sample(
     min_p: float | None = None,
     repetition_penalty: float = 1.0,
     batch_size: int = 16,
+    progress: str | None = None,
 ) -> list[Completion]:
     """:func:`generate`, with each completion's token ids and whether it hit ``max_completion_length``.
 
-    The sampling options are GRPOConfig's, with its defaults (``top_k=0`` means no top-k).
+    The sampling options are GRPOConfig's, with its defaults (``top_k=0`` means no top-k). ``progress``: a
+    label to show a progress bar over the prompts under.
     """
     if isinstance(prompts_or_messages, str):
         prompts_or_messages = [prompts_or_messages]
@@ -132,7 +139,8 @@ def sample(
         raise ValueError("generate: num_return_sequences > 1 gives identical greedy copies; pass do_sample=True")
     texts = _prompt_texts(tokenizer, prompts_or_messages)
     options = dict(max_completion_length=max_completion_length, do_sample=do_sample, num_return_sequences=num_return_sequences,
-                   temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p, repetition_penalty=repetition_penalty)
+                   temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p, repetition_penalty=repetition_penalty,
+                   progress=progress)
     if has_vllm_engine(model):
         return _vllm_sample(model, texts, **options)
     return _transformers_sample(model, tokenizer, texts, batch_size=batch_size, **options)
@@ -150,6 +158,7 @@ def generate(
     top_p: float = 1.0,
     num_return_sequences: int = 1,
     batch_size: int = 16,
+    progress: str | None = None,
 ) -> list[str]:
     """The completions of each prompt, ``num_return_sequences`` per prompt in prompt order.
 
@@ -159,8 +168,9 @@ def generate(
         # ['<reasoning>2 + 2 = 4</reasoning><answer>4</answer>']
 
     Greedy by default (``do_sample=False``), so the same model gives the same text: what evaluation wants.
+    ``progress``: a label to show a progress bar over the prompts under.
     """
     completions = sample(model, tokenizer, prompts_or_messages, max_completion_length=max_completion_length, do_sample=do_sample,
                          temperature=temperature, top_p=top_p, num_return_sequences=num_return_sequences,
-                         batch_size=batch_size)
+                         batch_size=batch_size, progress=progress)
     return [completion.text for completion in completions]

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rewards import RewardSet, Weighted, check_rewards, resolve_rewards
+from rewards.calling import as_trl_completion
 from rewards.check import ERRORS, RewardReport, reads_gold
 from rewards.diagnoses import TIE, Finding, finding, is_correct, is_no_signal, is_truncated
 from rewards.display import RichReport
@@ -323,8 +324,5 @@ def preview(
 def _lab_row(row: dict[str, Any], completion: Completion) -> dict[str, Any]:
     """A completion as the reward functions receive it in training: a chat message for a chat prompt
     (GRPOTrainer's conversational format), with its token ids and the dataset row's other columns."""
-    text = completion.text
-    chat = isinstance(row["prompt"], (list, tuple))
     return {**{k: v for k, v in row.items() if k != "prompt"}, "prompt": row["prompt"],
-            "completion": [{"role": "assistant", "content": text}] if chat else text,
-            "completion_ids": list(completion.token_ids)}
+            "completion": as_trl_completion(row["prompt"], completion.text), "completion_ids": list(completion.token_ids)}

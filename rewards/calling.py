@@ -52,6 +52,18 @@ def call_reward(func: Callable, *, prompts: list, completions: list, completion_
     return _run(result) if is_async_reward(func) else result
 
 
+def as_trl_completion(prompt: Any, text: str) -> Any:
+    """A completion as GRPOTrainer hands it to rewards: an assistant message in a list for a chat prompt
+    (its conversational format), the text itself for a plain-text prompt.
+
+    >>> as_trl_completion([{"role": "user", "content": "2+2?"}], "4")
+    [{'role': 'assistant', 'content': '4'}]
+    >>> as_trl_completion("2+2?", "4")
+    '4'
+    """
+    return [{"role": "assistant", "content": text}] if isinstance(prompt, (list, tuple)) else text
+
+
 @dataclass(frozen=True)
 class ScoreViolation:
     """Why a reward's return value is not scores TRL can use: ``kind`` is ``wrong_length`` (for the whole call)

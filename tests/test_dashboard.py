@@ -2,6 +2,7 @@
 
 import os
 import signal
+import time
 
 import pytest
 
@@ -188,3 +189,39 @@ def test_a_users_run_callback_is_attached_and_closed_when_training_fails(tiny_mo
         train(model, tokenizer, questions, [length_reward], output_dir=tmp_path, max_steps=3, dashboard="log",
               callbacks=[recorder], **QUICK)
     assert recorder.events == [("attach", "GRPOTrainer"), ("close", None)]
+
+
+class EvaluationAround(RunCallback):
+    """After the held-out evaluation in the callback order: times the steps, sees what is drawn while the evaluation
+    before training runs, and stands in for a slow evaluation after training."""
+
+    def __init__(self, dashboard, after_seconds):
+        self.dashboard, self.after_seconds = dashboard, after_seconds
+        self.view_during_evaluation, self.first_step, self.last_step_end = "unset", None, None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.view_during_evaluation = self.dashboard.view
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self.first_step = self.first_step or time.perf_counter()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.last_step_end = time.perf_counter()
+
+    def on_train_end(self, args, state, control, **kwargs):
+        time.sleep(self.after_seconds)
+
+
+def test_the_final_frame_times_training_only_and_evaluation_shows_progress_without_stop(tiny_model, questions, tmp_path,
+                                                                                        capfd):
+    model, tokenizer = tiny_model
+    dashboard = LiveDashboard(view="log")
+    around = EvaluationAround(dashboard, after_seconds=3.0)
+    result = train(model, tokenizer, questions, [length_reward], output_dir=tmp_path, max_steps=2, dashboard=dashboard,
+                   heldout=questions, heldout_n=4, callbacks=[around], **QUICK)
+    assert around.view_during_evaluation is None  # no dashboard, so no Stop button, while evaluation runs
+    minutes, seconds = map(int, dashboard.frame(result.trainer.state).header["elapsed"].split(":"))
+    trained = around.last_step_end - around.first_step
+    assert minutes * 60 + seconds <= trained + 1, "the time after the last step is not training time"
+    err = capfd.readouterr().err
+    assert "held-out before training: greedy" in err and "held-out after training: greedy" in err and "4/4" in err

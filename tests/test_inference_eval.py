@@ -24,8 +24,8 @@ def test_pass_at_k_is_the_unbiased_estimator():
 
 
 def test_score_counts_fixed_completions_by_hand(rows):
-    def length_reward(completions, **kwargs):
-        return [float(len(c)) for c in completions]
+    async def length_reward(completions, **kwargs):  # as a TRL reward: chat messages for chat prompts, async awaited
+        return [float(len(c[0]["content"])) for c in completions]
 
     completions = [RIGHT, "<reasoning>x</reasoning>\n<answer>7</answer>", RIGHT_UNFORMATTED]
     sampled = [[RIGHT, "no", "no", "no"], ["no"] * 4, [RIGHT_UNFORMATTED] * 2 + ["no"] * 2]

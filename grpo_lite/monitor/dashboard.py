@@ -137,8 +137,7 @@ class LiveDashboard(RunCallback):
         self._trained_until = None
         self._start_step = state.global_step
         self._start_tokens = float(self.history[-1].get("num_tokens") or 0) if self.history else 0.0
-        on_stop = self.request_stop if self.stop_button and self.stop is not None else None
-        self.view = make_view(self.view_kind, on_stop=on_stop)
+        self.view = None  # drawn from the first step on: evaluation before it is not training, and nothing to stop
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not self._is_main or not logs or "reward" not in logs:
@@ -152,8 +151,10 @@ class LiveDashboard(RunCallback):
             self.draw(state, chart=self._chart_fits_budget(now))
 
     def on_step_begin(self, args, state, control, **kwargs):
-        if state.global_step == self._start_step:  # the clock starts with the first step, after any evaluation before it
+        if self._is_main and self.view is None:  # the first step, after any evaluation before it: the clock starts
             self._train_start = self._last_step_end = time.perf_counter()
+            on_stop = self.request_stop if self.stop_button and self.stop is not None else None
+            self.view = make_view(self.view_kind, on_stop=on_stop)
 
     def on_step_end(self, args, state, control, **kwargs):
         self._last_step_end = time.perf_counter()
@@ -162,11 +163,12 @@ class LiveDashboard(RunCallback):
         return control
 
     def on_train_end(self, args, state, control, **kwargs):
-        if not self._is_main or self.view is None:
+        if not self._is_main:
             return
         self._trained_until = self._last_step_end
+        self.view = self.view or make_view(self.view_kind)  # a run that had no step to train still gets its frame
         self.draw(state)
-        self.close()
+        self.close()  # before any evaluation after training: the Stop button goes with the last step
 
     def close(self) -> None:
         """Close the view (a terminal's live panel, the Stop button); ``train`` calls this however training ends."""
