@@ -23,9 +23,14 @@ from pathlib import Path
 import pytest
 
 # The same steps as PatchFastRL's on a GPU (unsloth/models/rl.py): the trainers, then vLLM generation.
+# Unsloth's torch.compile is off (UNSLOTH_COMPILE_DISABLE, read when unsloth_zoo is imported): it "only drops
+# torch.compile; rewritten forwards still run eagerly" (unsloth_zoo/compiler.py), and the generated trainer is the
+# same. On a GPU those regions compile to Triton; here they would compile to CPU C++ kernels no user trains with,
+# and one of them (the causal mask, unsloth_zoo/temporary_patches/misc.py) failed once in CI in its memory pool.
 PATCH = """
 import os
 os.environ["UNSLOTH_ALLOW_CPU"] = "1"
+os.environ["UNSLOTH_COMPILE_DISABLE"] = "1"
 import unsloth
 from unsloth.models import rl as _unsloth_rl
 _unsloth_rl.patch_trl_disable_gradient_checkpointing()
@@ -68,9 +73,7 @@ def run_script(code: str, cwd: Path, *, unsloth: bool = True, gpu: tuple[int, in
     prelude = (PATCH if unsloth else NO_UNSLOTH) + (FAKE_GPU.format(gpu=gpu) if gpu else "")
     helper = f"def result(value):\n    import json\n    print({RESULT_MARK!r} + json.dumps(value), flush=True)\n"
     source = prelude + helper + textwrap.dedent(code)
-    # Unsloth compiles with torch.compile; a cache of its own keeps kernels other processes left in /tmp out of the test
-    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cwd / "torchinductor-cache"),
-           "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run([sys.executable, "-c", source], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     lines = [line for line in done.stdout.splitlines() if line.startswith(RESULT_MARK)]
     if done.returncode or not lines:

@@ -150,8 +150,7 @@ def test_notebook_01_runs_its_demo_then_its_training_under_unsloths_patching(tmp
     work = tmp_path / "work"
     work.mkdir()
     for name, value in {"IPYTHONDIR": str(tmp_path / "ipython"), "GRPO_LITE_SMOKE": "1", "HF_HUB_OFFLINE": "1",
-                        "MPLBACKEND": "Agg",
-                        "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "torchinductor-cache")}.items():
+                        "MPLBACKEND": "Agg"}.items():
         monkeypatch.setenv(name, value)
     notebook = nbformat.read(ROOT / "notebooks" / "01_quickstart_gsm8k.ipynb", as_version=4)
     notebook.cells.append(nbformat.v4.new_code_cell("import trl\nprint('trainer:', type(result.trainer).__name__, trl.GRPOTrainer.__name__)"))
