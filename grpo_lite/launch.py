@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from .log import logger
 from .recipe import read_recipe
 from .run_record import RunSettings, read_run
 
@@ -97,12 +98,12 @@ def recipe_from_run(run_dir: str | Path) -> RunSettings:
     return settings
 
 
-def write_launch_kit(source: Any, out_dir: str | Path, *, dataset=None, num_gpus: int = 2) -> Path:
+def write_launch_kit(source: Any, out_dir: str | Path, *, dataset=None, heldout=None, num_gpus: int = 2) -> Path:
     """Write ``recipe.yaml``, ``accelerate/*.yaml`` and ``LAUNCH.md`` (the commands) into ``out_dir``.
 
     ``source``: run settings, a recipe dict, a recipe YAML path, or the output dir of a finished
     :func:`train` run. ``dataset``: a prepared ``datasets.Dataset`` (``prompt`` column) to ship as
-    ``dataset.jsonl``, for runs whose data lives only in a notebook.
+    ``dataset.jsonl``, for runs whose data lives only in a notebook; ``heldout`` likewise, as ``heldout.jsonl``.
     """
     out = Path(out_dir)
     (out / "accelerate").mkdir(parents=True, exist_ok=True)
@@ -112,11 +113,18 @@ def write_launch_kit(source: Any, out_dir: str | Path, *, dataset=None, num_gpus
         settings = RunSettings.from_dict(source, "the recipe").validate("the recipe")
     elif Path(source).is_dir():
         settings = recipe_from_run(source)
+        evaluated = read_run(source).chosen.get("heldout_rows")
+        if evaluated and heldout is None and settings.heldout is None:
+            logger.warning(f"the run evaluated {evaluated} held-out rows, which the launch kit cannot take from run.yaml: "
+                           "pass heldout=<the held-out dataset> to ship them")
     else:
         settings = read_recipe(source)
     if dataset is not None:
         dataset.to_json(str(out / "dataset.jsonl"))
         settings = dataclasses.replace(settings, dataset={"path": "dataset.jsonl", "prepared": True})
+    if heldout is not None:
+        heldout.to_json(str(out / "heldout.jsonl"))
+        settings = dataclasses.replace(settings, heldout={"path": "heldout.jsonl", "prepared": True})
     if settings.dataset is None:
         raise ValueError("the run has no dataset: pass dataset=<the prepared dataset> to ship it with the launch kit")
     _check_importable(settings.rewards)

@@ -9,6 +9,8 @@
     preset: auto
     output_dir: outputs/run
     reward_timeout: 600             # optional: seconds one reward call may take (null: no limit)
+    heldout: {path: test.jsonl, question: question, answer: answer}   # optional: evaluated before and after
+    heldout_n: 200                  # optional: how many held-out rows; heldout_samples: 4 adds pass@k
     overrides: {max_steps: 20, num_generations: 4}
 """
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 from functools import reduce
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -33,9 +36,11 @@ def read_recipe(path: str | Path) -> RunSettings:
     if not isinstance(document, dict):
         raise ConfigError(f"{path.name}: a run YAML is a mapping of settings (model, dataset, rewards, ...)")
     settings = RunSettings.from_dict(document, path.name)
-    data_path = (settings.dataset or {}).get("path")
-    if data_path and not Path(data_path).is_absolute() and (path.parent / data_path).exists():
-        settings.dataset = {**settings.dataset, "path": str(path.parent / data_path)}  # relative to the YAML
+    for section in ("dataset", "heldout"):
+        spec = getattr(settings, section) or {}
+        data_path = spec.get("path")
+        if data_path and not Path(data_path).is_absolute() and (path.parent / data_path).exists():
+            setattr(settings, section, {**spec, "path": str(path.parent / data_path)})  # relative to the YAML
     return settings
 
 
@@ -68,12 +73,15 @@ def run_recipe(settings: RunSettings, *, output_dir: str | Path | None = None, c
     load = settings.load.to_dict() if settings.load is not None else {}
     from_pretrained = load.pop("from_pretrained", {})
     model, tokenizer = load_model(model_name, **load, **from_pretrained)
-    data = dict(settings.dataset)
-    if data.pop("prepared", False):
-        dataset = load_rows(data["path"])
-    else:
-        source = load_builtin(data.pop("builtin")) if "builtin" in data else data.pop("path")
-        dataset = prepare_dataset(source, tokenizer=tokenizer, **data)
-    return train(model, tokenizer, dataset, funcs, preset=settings.preset, output_dir=out,
+    def rows(spec: dict[str, Any]):
+        spec = dict(spec)
+        if spec.pop("prepared", False):
+            return load_rows(spec["path"])
+        source = load_builtin(spec.pop("builtin")) if "builtin" in spec else spec.pop("path")
+        return prepare_dataset(source, tokenizer=tokenizer, **spec)
+
+    return train(model, tokenizer, rows(settings.dataset), funcs, preset=settings.preset, output_dir=out,
                  reward_weights=settings.reward_weights, callbacks=callbacks, resume=resume,
-                 reward_timeout=settings.reward_timeout, **settings.overrides)
+                 reward_timeout=settings.reward_timeout,
+                 heldout=rows(settings.heldout) if settings.heldout is not None else None,
+                 heldout_n=settings.heldout_n, heldout_samples=settings.heldout_samples, **settings.overrides)

@@ -84,6 +84,10 @@ class RunSettings:
     output_dir: str | None = _help("where the run's files go", None)
     reward_timeout: float | None = _help("seconds one reward call may take before its batch scores None; null: no limit",
                                          REWARD_TIMEOUT)
+    heldout: dict[str, Any] | None = _help("rows evaluated before and after training, not trained on: the shapes of "
+                                           "dataset (with an answer); null: none", None)
+    heldout_n: int | None = _help("how many held-out rows are evaluated; null: all", 200)
+    heldout_samples: int = _help("sampled completions per held-out row for pass@k; 1: greedy only", 1)
     overrides: dict[str, Any] = _help("trl.GRPOConfig fields: max_steps, num_generations, learning_rate, beta, ...", {})
 
     @classmethod
@@ -109,6 +113,13 @@ class RunSettings:
             resolve_options(self.preset, **self.overrides)
         except ConfigError as error:
             raise ConfigError(f"{where}: {error}") from None
+        if self.heldout_n is not None and (isinstance(self.heldout_n, bool) or not isinstance(self.heldout_n, int)
+                                           or self.heldout_n < 1):
+            raise ConfigError(f"{where}: heldout_n={self.heldout_n!r}: give how many held-out rows to evaluate (e.g. 200), "
+                              "or null for all")
+        if isinstance(self.heldout_samples, bool) or not isinstance(self.heldout_samples, int) or self.heldout_samples < 1:
+            raise ConfigError(f"{where}: heldout_samples={self.heldout_samples!r}: give the sampled completions per "
+                              "held-out row (1: greedy only)")
         if self.reward_weights is not None and len(self.reward_weights) != len(self.rewards):
             raise ConfigError(f"{where}: reward_weights has {len(self.reward_weights)} values for "
                               f"{len(self.rewards)} rewards {self.rewards}")
@@ -119,7 +130,7 @@ class RunSettings:
         document = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         document["load"] = self.load.to_dict() if self.load is not None else None
         return {key: value for key, value in document.items()
-                if not (value is None and key in ("dataset", "output_dir", "load", "reward_weights"))}
+                if not (value is None and key in ("dataset", "output_dir", "load", "reward_weights", "heldout"))}
 
     def with_setting(self, setting: str) -> RunSettings:
         """This run with one ``KEY=VALUE`` (the value read as YAML) applied: ``load.X``, ``dataset.X``, a run
@@ -132,9 +143,9 @@ class RunSettings:
         if dot and section == "load":
             load = (self.load or LoadSettings()).to_dict()
             return dataclasses.replace(self, load=LoadSettings.from_dict({**load, name: value}, f"--set {key}"))
-        if dot and section == "dataset":
-            return dataclasses.replace(self, dataset={**(self.dataset or {}), name: value})
-        if key in {f.name for f in dataclasses.fields(self)} - {"load", "dataset", "overrides"}:
+        if dot and section in ("dataset", "heldout"):
+            return dataclasses.replace(self, **{section: {**(getattr(self, section) or {}), name: value}})
+        if key in {f.name for f in dataclasses.fields(self)} - {"load", "dataset", "heldout", "overrides"}:
             return dataclasses.replace(self, **{key: value})
         return dataclasses.replace(self, overrides={**self.overrides, key: value})
 
@@ -196,9 +207,11 @@ def read_run(path: str | Path) -> RunRecord:
     return RunRecord(settings=settings, chosen=chosen, grpo_config=dict(document.get("grpo_config") or {}))
 
 
-def record_run(model, rewards, config, *, preset: str, reward_weights, chosen_weights, reward_timeout,
-               overrides: dict[str, Any], chosen_overrides: dict[str, Any]) -> RunRecord:
-    """The record of a :func:`grpo_lite.train` call: its arguments as given, what it chose, its GRPOConfig."""
+def record_run(model, rewards, config, *, preset: str, reward_weights, chosen_weights, reward_timeout, heldout,
+               heldout_n, heldout_samples, overrides: dict[str, Any], chosen_overrides: dict[str, Any]) -> RunRecord:
+    """The record of a :func:`grpo_lite.train` call: its arguments as given, what it chose, its GRPOConfig.
+
+    A held-out dataset given as rows is recorded by its size (``chosen``); a recipe names where it comes from."""
     loaded = getattr(model, "grpo_lite_load", None)
     backend = getattr(model, "grpo_lite_backend", None)
     peft_config = getattr(model, "peft_config", {}).get(getattr(model, "active_adapter", "default"))
@@ -206,8 +219,10 @@ def record_run(model, rewards, config, *, preset: str, reward_weights, chosen_we
     settings = RunSettings(
         model=name, rewards=[reward_reference(f) for f in rewards], load=loaded[1] if loaded else None,
         reward_weights=list(reward_weights) if reward_weights is not None else None, preset=preset,
-        reward_timeout=reward_timeout, overrides=dict(overrides))
+        reward_timeout=reward_timeout, heldout_n=heldout_n, heldout_samples=heldout_samples, overrides=dict(overrides))
     chosen: dict[str, Any] = {"preset": resolved_preset(preset)}
+    if heldout is not None:
+        chosen["heldout_rows"] = len(heldout)
     if backend is not None:
         chosen.update(backend=backend.name, backend_reason=backend.reason, load_in_4bit=backend.load_in_4bit,
                       fast_inference=backend.fast_inference)

@@ -188,7 +188,8 @@ def train(
     if (unlimited_rewards := unlimited(guarded)) is not None:
         logger.warning(unlimited_rewards)
     record = record_run(model, funcs, config, preset=preset, reward_weights=reward_weights, chosen_weights=set_weights,
-                        reward_timeout=reward_timeout, overrides=overrides, chosen_overrides=chosen)
+                        reward_timeout=reward_timeout, heldout=heldout, heldout_n=heldout_n, heldout_samples=heldout_samples,
+                        overrides=overrides, chosen_overrides=chosen)
     checkpoint = resume_checkpoint(output_dir, config, record) if resume else None
     if is_main_process():
         record.write(output_dir / RUN_FILE)

@@ -27,7 +27,7 @@ def length_reward(completions, **kwargs):
 LOAD = dict(backend="transformers", max_seq_length=512, load_in_4bit=False, fast_inference=False, lora_rank=4,
             lora_alpha=12, target_modules=["q_proj", "v_proj"], gpu_memory_utilization=0.3, seed=11,
             from_pretrained={"attn_implementation": "eager"})
-TRAIN = dict(preset="cpu-smoke", reward_weights=[2.0, 0.5], reward_timeout=45.0,
+TRAIN = dict(preset="cpu-smoke", reward_weights=[2.0, 0.5], reward_timeout=45.0, heldout_n=2, heldout_samples=2,
              overrides=dict(max_steps=1, num_generations=2, per_device_train_batch_size=2, max_completion_length=6,
                             learning_rate=3e-5, beta=0.02, temperature=0.7, seed=5))
 # The GRPOConfig fields that name where a run writes, which differ between two runs of the same settings.
@@ -51,16 +51,16 @@ def test_a_run_and_the_launch_kit_built_from_it_are_configured_identically(tiny_
     assert model.config._attn_implementation == "eager"
     dataset = prepare_dataset(rows, tokenizer=tokenizer)
     first = train(model, tokenizer, dataset, [digit_reward, length_reward], output_dir=tmp_path / "first",
-                  dashboard=False, reward_weights=TRAIN["reward_weights"], preset=TRAIN["preset"],
-                  reward_timeout=TRAIN["reward_timeout"], **TRAIN["overrides"])
+                  dashboard=False, heldout=dataset, **{k: v for k, v in TRAIN.items() if k != "overrides"},
+                  **TRAIN["overrides"])
 
     record = read_run(first.output_dir)
     assert record.settings.load == LoadSettings(**LOAD)
-    assert {key: getattr(record.settings, key) for key in ("preset", "reward_weights", "reward_timeout", "overrides")} == TRAIN
+    assert {key: getattr(record.settings, key) for key in TRAIN} == TRAIN
     assert record.settings.rewards == [f"{__name__}:digit_reward", f"{__name__}:length_reward"]
     assert record.chosen["backend"] == "transformers" and record.chosen["preset"] == "cpu-smoke"
 
-    kit = write_launch_kit(first.output_dir, tmp_path / "kit", dataset=dataset)
+    kit = write_launch_kit(first.output_dir, tmp_path / "kit", dataset=dataset, heldout=dataset)
     again = run_recipe(read_recipe(kit / "recipe.yaml"), output_dir=tmp_path / "again")
     second = read_run(again.output_dir)
     assert second.settings == record.settings
@@ -71,6 +71,7 @@ def test_a_run_and_the_launch_kit_built_from_it_are_configured_identically(tiny_
     assert (lora_again.r, lora_again.lora_alpha, lora_again.target_modules) == (4, 12, {"q_proj", "v_proj"})
     assert (lora.r, lora.lora_alpha, lora.target_modules) == (lora_again.r, lora_again.lora_alpha, lora_again.target_modules)
     assert again.model.config._attn_implementation == "eager"
+    assert again.evaluation.trained.n == first.evaluation.trained.n == 2 and 2 in again.evaluation.trained.pass_at_k
 
 
 def test_run_yaml_round_trips_and_reads_the_older_layout(tmp_path):
@@ -96,6 +97,9 @@ def test_unknown_settings_are_refused_with_the_close_names(tmp_path):
         read_recipe(recipe)
     recipe.write_text("model: tiny\ndataset: {builtin: arithmetic}\nrewards: [a, b]\nreward_weights: [1]\n")
     with pytest.raises(ConfigError, match="reward_weights has 1 values for 2 rewards"):
+        read_recipe(recipe).validate()
+    recipe.write_text("model: tiny\ndataset: {builtin: arithmetic}\nrewards: [a]\nheldout_samples: 0\n")
+    with pytest.raises(ConfigError, match="heldout_samples=0: give the sampled completions per held-out row"):
         read_recipe(recipe).validate()
 
 
