@@ -166,7 +166,7 @@ class RunRecord:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         document = {**self.settings.to_dict(), "chosen": self.chosen, "grpo_config": self.grpo_config}
-        path.write_text(yaml.safe_dump(document, sort_keys=False, default_flow_style=False))
+        path.write_text(yaml.dump(document, Dumper=_RecordDumper, sort_keys=False, default_flow_style=False))
         return path
 
     @property
@@ -180,6 +180,25 @@ class RunRecord:
         return {"model": self.settings.model, "backend": self.chosen.get("backend"),
                 "lora_rank": load.lora_rank if load is not None else self.chosen.get("lora_rank"),
                 "rewards": self.settings.rewards}
+
+
+class _RecordDumper(yaml.SafeDumper):
+    """YAML's safe types, plus what ``from_pretrained`` keywords hold: a torch dtype by the name transformers
+    reads back (``dtype: bfloat16``); anything else as its text, which a launch kit cannot turn back into it."""
+
+
+def _represent_other(dumper: yaml.SafeDumper, value: Any):
+    import torch
+
+    if isinstance(value, torch.dtype):
+        return dumper.represent_str(str(value).removeprefix("torch."))
+    from .log import logger
+
+    logger.warning(f"run.yaml records {value!r} as text: pass it to load_model by name, or rebuild it by hand to rerun")
+    return dumper.represent_str(repr(value))
+
+
+_RecordDumper.add_multi_representer(object, _represent_other)
 
 
 def read_run(path: str | Path) -> RunRecord:

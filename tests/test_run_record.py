@@ -141,3 +141,15 @@ def test_a_launch_kit_refuses_a_reward_it_could_not_import(tmp_path):
     settings = RunSettings(model="m", rewards=[reward_reference(notebook_reward)], dataset={"builtin": "arithmetic"})
     with pytest.raises(ValueError, match="Move it into a module .* rewards=\\['my_rewards:notebook_reward'\\]"):
         write_launch_kit(settings, tmp_path / "kit")
+
+
+def test_from_pretrained_keywords_of_any_type_are_recorded(tiny_model_dir, tmp_path):
+    model, tokenizer = load_model(str(tiny_model_dir), backend="transformers", load_in_4bit=False, lora_rank=4,
+                                  dtype=torch.bfloat16)
+    dataset = prepare_dataset([{"question": "What is 1 + 1?", "answer": "2"}] * 2, tokenizer=tokenizer)
+    train(model, tokenizer, dataset, [digit_reward], preset="cpu-smoke", output_dir=tmp_path, dashboard=False,
+          max_steps=1, num_generations=2, per_device_train_batch_size=2, max_completion_length=4)
+    recorded = read_run(tmp_path).settings.load.from_pretrained
+    assert recorded == {"dtype": "bfloat16"}
+    model, _ = load_model(str(tiny_model_dir), backend="transformers", load_in_4bit=False, lora_rank=4, **recorded)
+    assert model.dtype == torch.bfloat16  # the recorded name loads the same dtype
