@@ -52,17 +52,14 @@ def apply_settings(settings: RunSettings, changes: list[str]) -> RunSettings:
 
 def run_recipe(settings: RunSettings, *, output_dir: str | Path | None = None, callbacks=(), resume: bool = False):
     """Check the settings, then load the model, prepare the data and train; returns the TrainResult."""
-    from rewards import resolve_rewards
-
     from .data import load_builtin, load_rows, prepare_dataset
     from .models import load_model
     from .training import train
 
-    settings.validate()
+    settings.validate()  # reward names included: all of it before the model loads
     if settings.dataset is None:
         raise ConfigError("the run has no dataset: add dataset: {builtin: ...} or {path: ...} to the run YAML")
     out = Path(output_dir or settings.output_dir or "outputs/grpo-lite")
-    funcs, _ = resolve_rewards(settings.rewards)  # names are checked before the model loads
     model_name = settings.model
     if model_name == "tiny":
         from .tiny import build_tiny_model
@@ -80,7 +77,7 @@ def run_recipe(settings: RunSettings, *, output_dir: str | Path | None = None, c
         source = load_builtin(spec.pop("builtin")) if "builtin" in spec else spec.pop("path")
         return prepare_dataset(source, tokenizer=tokenizer, **spec)
 
-    return train(model, tokenizer, rows(settings.dataset), funcs, preset=settings.preset, output_dir=out,
+    return train(model, tokenizer, rows(settings.dataset), settings.rewards, preset=settings.preset, output_dir=out,
                  reward_weights=settings.reward_weights, callbacks=callbacks, resume=resume,
                  reward_timeout=settings.reward_timeout,
                  heldout=rows(settings.heldout) if settings.heldout is not None else None,

@@ -120,9 +120,15 @@ class RunSettings:
         if isinstance(self.heldout_samples, bool) or not isinstance(self.heldout_samples, int) or self.heldout_samples < 1:
             raise ConfigError(f"{where}: heldout_samples={self.heldout_samples!r}: give the sampled completions per "
                               "held-out row (1: greedy only)")
-        if self.reward_weights is not None and len(self.reward_weights) != len(self.rewards):
-            raise ConfigError(f"{where}: reward_weights has {len(self.reward_weights)} values for "
-                              f"{len(self.rewards)} rewards {self.rewards}")
+        from rewards import resolve_rewards
+
+        try:
+            funcs, _ = resolve_rewards(self.rewards)  # a preset name stands for several functions
+        except (ValueError, TypeError) as error:  # an unknown name, a path that does not import, no **kwargs
+            raise ConfigError(f"{where}: {error}") from None
+        if self.reward_weights is not None and len(self.reward_weights) != len(funcs):
+            raise ConfigError(f"{where}: reward_weights has {len(self.reward_weights)} values for the {len(funcs)} "
+                              f"reward functions of {self.rewards}")
         return self
 
     def to_dict(self) -> dict[str, Any]:

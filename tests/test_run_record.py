@@ -8,7 +8,7 @@ import torch
 import yaml
 
 from grpo_lite import ConfigError, load_model, prepare_dataset, train
-from grpo_lite.cli import build_parser
+from grpo_lite.cli import build_parser, main
 from grpo_lite.config import TRAINING_PRESETS
 from grpo_lite.launch import write_launch_kit
 from grpo_lite.recipe import read_recipe, run_recipe
@@ -87,7 +87,7 @@ def test_run_yaml_round_trips_and_reads_the_older_layout(tmp_path):
     assert old.grpo_config == {"beta": 0.04}
 
 
-def test_unknown_settings_are_refused_with_the_close_names(tmp_path):
+def test_unknown_settings_are_refused_with_the_close_names(tmp_path, capsys):
     recipe = tmp_path / "run.yaml"
     recipe.write_text("model: tiny\ndataset: {builtin: arithmetic}\nrewards: [r]\nrewards_weights: [1]\n")
     with pytest.raises(ConfigError, match="run.yaml: unknown setting 'rewards_weights'; did you mean reward_weights"):
@@ -95,9 +95,16 @@ def test_unknown_settings_are_refused_with_the_close_names(tmp_path):
     recipe.write_text("model: tiny\ndataset: {builtin: arithmetic}\nrewards: [r]\nload: {max_seq_len: 1024}\n")
     with pytest.raises(ConfigError, match="load: unknown setting 'max_seq_len'; did you mean max_seq_length"):
         read_recipe(recipe)
-    recipe.write_text("model: tiny\ndataset: {builtin: arithmetic}\nrewards: [a, b]\nreward_weights: [1]\n")
-    with pytest.raises(ConfigError, match="reward_weights has 1 values for 2 rewards"):
+    recipe.write_text("model: tiny\ndataset: {builtin: arithmetic}\nrewards: [gsm8k]\nreward_weights: [1, 1]\n")
+    with pytest.raises(ConfigError, match=r"reward_weights has 2 values for the 5 reward functions of \['gsm8k'\]"):
         read_recipe(recipe).validate()
+    recipe.write_text("model: tiny\ndataset: {builtin: arithmetic}\nrewards: [gsm8k]\nreward_weights: [1, 1, 1, 1, 1]\n")
+    read_recipe(recipe).validate()  # a preset stands for its functions, one weight each
+    recipe.write_text("model: tiny\ndataset: {builtin: arithmetic}\nrewards: [gsm8kk]\npreset: cpu-smoke\n")
+    assert main(["train", str(recipe)]) == 2  # before any model loads, in one line
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "grpo-lite: the run: unknown reward 'gsm8kk': did you mean gsm8k? presets are ['code', 'gsm8k', 'math', 'qa', "
+        "'summarization']; rewards.available() lists every reward name, and 'module:function' imports your own"]
     recipe.write_text("model: tiny\ndataset: {builtin: arithmetic}\nrewards: [a]\nheldout_samples: 0\n")
     with pytest.raises(ConfigError, match="heldout_samples=0: give the sampled completions per held-out row"):
         read_recipe(recipe).validate()
