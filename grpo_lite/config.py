@@ -106,6 +106,11 @@ def auto_preset() -> str:
     return "a100-80gb" if memory_gb >= 60 else "l4-24gb"
 
 
+def preset_name(preset: str) -> str:
+    """The preset a run trains with: ``"auto"`` is the one :func:`auto_preset` picks for this machine."""
+    return auto_preset() if preset == "auto" else preset
+
+
 def grpo_config_fields() -> set[str]:
     from trl import GRPOConfig
 
@@ -117,7 +122,7 @@ def resolve_options(preset: str = "auto", **overrides: Any) -> dict[str, Any]:
 
     Raises :class:`ConfigError` naming the option to change; nothing heavy is loaded.
     """
-    name = auto_preset() if preset == "auto" else preset
+    name = preset_name(preset)
     if name not in TRAINING_PRESETS:
         raise ConfigError(f"unknown preset {preset!r}; choose one of {['auto', *TRAINING_PRESETS]}")
     fields = grpo_config_fields()

@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from .config import ConfigError, config_to_dict, resolve_options
+from .config import ConfigError, config_to_dict, preset_name, resolve_options
 
 REWARD_TIMEOUT = 600.0  # seconds per reward call: far more than scoring a batch takes, short of losing a night
 LORA_TARGET_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
@@ -245,7 +245,7 @@ def record_run(model, rewards, config, *, preset: str, reward_weights, chosen_we
         model=name, rewards=[reward_reference(f) for f in rewards], load=loaded[1] if loaded else None,
         reward_weights=list(reward_weights) if reward_weights is not None else None, preset=preset,
         reward_timeout=reward_timeout, heldout_n=heldout_n, heldout_samples=heldout_samples, overrides=dict(overrides))
-    chosen: dict[str, Any] = {"preset": resolved_preset(preset)}
+    chosen: dict[str, Any] = {"preset": preset_name(preset)}
     if heldout is not None:
         chosen["heldout_rows"] = len(heldout)
     if backend is not None:
@@ -260,12 +260,6 @@ def record_run(model, rewards, config, *, preset: str, reward_weights, chosen_we
     if chosen_overrides:
         chosen["overrides"] = dict(chosen_overrides)
     return RunRecord(settings=settings, chosen=chosen, grpo_config=config_to_dict(config))
-
-
-def resolved_preset(preset: str) -> str:
-    from .config import auto_preset
-
-    return auto_preset() if preset == "auto" else preset
 
 
 def reward_reference(func) -> str:
