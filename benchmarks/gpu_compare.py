@@ -8,11 +8,14 @@ completion length, for a few steps:
     grpo_lite_bnb4      grpo_lite.load_model(backend="transformers"), bitsandbytes 4-bit
     grpo_lite_unsloth   grpo_lite.load_model(backend="unsloth"), 4-bit, Unsloth gradient checkpointing
 
-Reported per variant: peak GPU memory, seconds per step, training tokens/s, generation tokens/s, and
-generation against the memory-bandwidth limit (bytes of weights read per decoding step vs the card's
-measured copy bandwidth). Ratios are to the baseline measured in the same run.
+Reported per variant: peak GPU memory (``torch.cuda.max_memory_allocated``) beside the memory planner's estimate for
+the same run, seconds per step (median, and the range over the steps after the first), training tokens/s, generation
+tokens/s, and generation against the memory-bandwidth limit (bytes of weights read per decoding step vs the card's
+measured copy bandwidth). Ratios are to the baseline measured in the same run. The plain-TRL and bitsandbytes
+variants run without Unsloth imported (it patches transformers, TRL and PEFT as it is imported), as a machine
+without it would.
 
-    python benchmarks/gpu_compare.py --shape qwen2.5-0.5b --steps 4 --completion-tokens 256 --write-docs
+    python benchmarks/gpu_compare.py --shape qwen2.5-1.5b --steps 4 --completion-tokens 256 --write-docs
     python benchmarks/gpu_compare.py --dry-run      # CPU, tiny shape: checks the script end to end
 """
 
@@ -20,39 +23,28 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from datetime import date
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SHAPES = {
-    "tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, vocab_size=259),
-    "qwen2.5-0.5b": dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2, vocab_size=151936),
-    "qwen2.5-1.5b": dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12, num_key_value_heads=2, vocab_size=151936),
-}
+SHAPES = ("tiny", "qwen2.5-0.5b", "qwen2.5-1.5b")  # "tiny": grpo_lite's CPU model; the others: the planner's shapes
 GPU_VARIANTS = ["trl_16bit", "grpo_lite_bnb4", "grpo_lite_unsloth"]
 DRY_RUN_VARIANTS = ["trl_16bit", "grpo_lite_cpu"]
+WITHOUT_UNSLOTH = {"trl_16bit", "grpo_lite_bnb4", "grpo_lite_cpu"}
+LORA_RANK = 16
 
 
 def build_random_model(shape: str, folder: Path) -> Path:
-    """A random-weight Qwen2 with the named shape, saved with the byte-level tokenizer."""
-    import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
+    """A random-weight Qwen2 with the named shape (vocabulary included), saved in bf16 with a tokenizer."""
+    from grpo_lite.tiny import build_tiny_model
 
-    from grpo_lite.tiny import build_tokenizer
-
-    tokenizer = build_tokenizer()
-    config = Qwen2Config(**SHAPES[shape], tie_word_embeddings=True, max_position_embeddings=4096,
-                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
-    torch.manual_seed(0)
-    Qwen2ForCausalLM(config).to(torch.bfloat16).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+    if shape == "tiny":
+        return build_tiny_model(folder)
+    return build_tiny_model(folder, like=shape, dtype="bfloat16")
 
 
 def length_reward(completions, **kwargs):
@@ -76,15 +68,17 @@ def run_variant(variant: str, model_dir: Path, out_dir: Path, steps: int, tokens
         model, tokenizer = _plain_trl(model_dir, dataset, out_dir, options, gpu)
     else:
         backend = {"grpo_lite_bnb4": "transformers", "grpo_lite_unsloth": "unsloth", "grpo_lite_cpu": "cpu"}[variant]
-        model, tokenizer = load_model(str(model_dir), backend=backend, load_in_4bit=gpu, lora_rank=16)
+        model, tokenizer = load_model(str(model_dir), backend=backend, load_in_4bit=gpu, lora_rank=LORA_RANK)
         preset = "auto" if gpu else "cpu-smoke"  # auto: bf16 or fp16 by the card's compute capability
         if gpu:
-            options.update(optim="adamw_torch", num_generations=8, per_device_train_batch_size=8)
-        train(model, tokenizer, dataset, [length_reward], preset=preset, output_dir=out_dir, **options)
+            options.update(optim="adamw_torch")  # the baseline's optimizer, whatever the preset picks
+        train(model, tokenizer, dataset, [length_reward], preset=preset, output_dir=out_dir, dashboard=False, **options)
     records = read_metrics(out_dir)[1:] or read_metrics(out_dir)  # the first step includes warm-up
-    step_time = statistics.median(r["step_time"] for r in records)
+    step_times = [r["step_time"] for r in records]
+    step_time = statistics.median(step_times)
     train_tokens = statistics.median(b["num_tokens"] - a["num_tokens"] for a, b in zip(records, records[1:])) if len(records) > 1 else records[0]["num_tokens"]
-    result = {"variant": variant, "seconds_per_step": step_time, "train_tokens_per_s": train_tokens / step_time}
+    result = {"variant": variant, "seconds_per_step": step_time, "step_time_range": [min(step_times), max(step_times)],
+              "train_tokens_per_s": train_tokens / step_time, "planned_gb": _planned_gb(variant, model_dir, dataset, tokenizer, tokens, gpu)}
     result.update(_generation_speed(model, tokenizer, tokens, gpu))
     if gpu:
         result["peak_gpu_gb"] = torch.cuda.max_memory_allocated() / 2**30
@@ -93,6 +87,19 @@ def run_variant(variant: str, model_dir: Path, out_dir: Path, steps: int, tokens
 
         result["peak_rss_gb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     return result
+
+
+def _planned_gb(variant: str, model_dir: Path, dataset, tokenizer, tokens: int, gpu: bool) -> float:
+    """The memory planner's estimate for this variant's run (on a CPU: fp32 weights, full logits, no CUDA overhead)."""
+    from grpo_lite import plan
+    from grpo_lite.data import prompt_lengths
+
+    four_bit = gpu and variant != "trl_16bit"
+    estimate = plan(str(model_dir), gpu=float("inf"), num_generations=8, max_prompt_tokens=max(prompt_lengths(dataset, tokenizer)),
+                    max_completion_length=tokens, lora_rank=LORA_RANK, load_in_4bit=four_bit,
+                    backend="unsloth" if variant == "grpo_lite_unsloth" else "transformers",
+                    weight_bytes=2 if gpu else 4, logits="chunked" if gpu else "full", overhead_gb=0.6 if gpu else 0.0)
+    return estimate.total_gb
 
 
 def baseline_dtype(gpu: bool):
@@ -180,16 +187,19 @@ def _table(results: list[dict]) -> str:
     base = results[0]
     memory_key = "peak_gpu_gb" if "peak_gpu_gb" in base else "peak_rss_gb"
     lines = [
-        f"| variant | {memory_key} | s/step | train tok/s | gen tok/s | memory vs base | speed vs base | gen vs bandwidth limit |",
-        "|---|---|---|---|---|---|---|---|",
+        f"| variant | {memory_key} | planner GB | measured / planned | s/step (range) | train tok/s | gen tok/s | "
+        "memory vs base | speed vs base | gen vs bandwidth limit |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         if "error" in r:
-            lines.append(f"| {r['variant']} | failed: {r['error']} | | | | | | |")
+            lines.append(f"| {r['variant']} | failed: {r['error']} | | | | | | | | |")
             continue
         limit = f"{r['gen_vs_bandwidth_limit']:.1%}" if "gen_vs_bandwidth_limit" in r else "n/a"
+        low, high = r["step_time_range"]
         lines.append(
-            f"| {r['variant']} | {r[memory_key]:.2f} | {r['seconds_per_step']:.3f} | {r['train_tokens_per_s']:.0f} | "
+            f"| {r['variant']} | {r[memory_key]:.2f} | {r['planned_gb']:.2f} | {r[memory_key] / r['planned_gb']:.2f} | "
+            f"{r['seconds_per_step']:.3f} ({low:.3f}-{high:.3f}) | {r['train_tokens_per_s']:.0f} | "
             f"{r['gen_tokens_per_s']:.0f} | {r[memory_key] / base[memory_key]:.2f} | "
             f"{base['seconds_per_step'] / r['seconds_per_step']:.2f}x | {limit} |"
         )
@@ -198,14 +208,18 @@ def _table(results: list[dict]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--shape", choices=sorted(SHAPES), default="qwen2.5-0.5b")
+    parser.add_argument("--shape", choices=SHAPES, default="qwen2.5-0.5b")
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--completion-tokens", type=int, default=256)
     parser.add_argument("--variants", default=None, help="comma-separated subset")
     parser.add_argument("--dry-run", action="store_true", help="CPU, tiny shape, 2 steps, 8 tokens")
     parser.add_argument("--write-docs", action="store_true")
+    parser.add_argument("--json", type=Path, help="also write the measurements here")
     parser.add_argument("--child", nargs=3, metavar=("VARIANT", "MODEL_DIR", "OUT_JSON"), help=argparse.SUPPRESS)
+    parser.add_argument("--without-unsloth", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.without_unsloth:
+        sys.modules["unsloth"] = None  # importing grpo_lite would import it first on a GPU machine
     gpu = not args.dry_run
     if args.dry_run:
         args.shape, args.steps, args.completion_tokens = "tiny", 2, 8
@@ -225,6 +239,8 @@ def main() -> None:
                        "--shape", args.shape, "--steps", str(args.steps), "--completion-tokens", str(args.completion_tokens)]
             if args.dry_run:
                 command.append("--dry-run")
+            if variant in WITHOUT_UNSLOTH:
+                command.append("--without-unsloth")
             proc = subprocess.run(command, capture_output=True, text=True)
             if proc.returncode == 0:
                 results.append(json.loads(out_json.read_text()))
@@ -232,21 +248,33 @@ def main() -> None:
                 results.append({"variant": variant, "error": proc.stderr.strip().splitlines()[-1][:120] if proc.stderr.strip() else f"exit {proc.returncode}"})
     table = _table(results)
     print(table)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
     if args.write_docs:
         _write_docs(table, args)
 
 
 def _write_docs(table: str, args) -> None:
+    from importlib.metadata import PackageNotFoundError, version
+
     import torch
 
-    device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else platform.processor() or "CPU"
+    from benchmarks.docs import machine, replace_section
+
+    def installed(name: str) -> str:
+        try:
+            return f"{name} {version(name)}"
+        except PackageNotFoundError:
+            return f"no {name}"
+
+    device = f"{torch.cuda.get_device_name(0)} (CUDA {torch.version.cuda})" if torch.cuda.is_available() else "no GPU"
+    versions = ", ".join(installed(name) for name in ("unsloth", "bitsandbytes", "peft"))
     command = " ".join(["python", "benchmarks/gpu_compare.py", *sys.argv[1:]])
     section = (
-        f"## GPU: plain TRL vs grpo-lite backends\n\n{device}, {date.today()}, shape {args.shape}, "
-        f"{args.steps} steps, 8 generations x {args.completion_tokens} forced tokens. Command: `{command}`\n\n{table}\n"
+        f"## GPU: plain TRL vs grpo-lite backends\n\n{device}; {machine()}, {versions}. Shape {args.shape} (random "
+        f"weights), {args.steps} steps, 8 generations x {args.completion_tokens} forced tokens, LoRA rank {LORA_RANK}. "
+        f"Command: `{command}`\n\n{table}\n"
     )
-    from benchmarks.docs import replace_section
-
     replace_section("## GPU: plain TRL vs grpo-lite backends", section)
 
 

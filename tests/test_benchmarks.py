@@ -1,5 +1,6 @@
 """Benchmark scripts run end to end (their CPU dry runs); the figures themselves live in docs/benchmarks.md."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -10,12 +11,16 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.slow
-def test_gpu_comparison_dry_run_measures_every_variant():
-    proc = subprocess.run([sys.executable, "benchmarks/gpu_compare.py", "--dry-run"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+def test_gpu_comparison_dry_run_measures_every_variant(tmp_path):
+    proc = subprocess.run([sys.executable, "benchmarks/gpu_compare.py", "--dry-run", "--json", str(tmp_path / "m.json")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = [line for line in proc.stdout.splitlines() if line.startswith("| trl_16bit") or line.startswith("| grpo_lite_cpu")]
     assert len(rows) == 2 and not any("failed" in row for row in rows), proc.stdout
-    assert rows[0].split("|")[6].strip() == "1.00"  # the baseline's memory ratio to itself
+    assert rows[0].split("|")[8].strip() == "1.00"  # the baseline's memory ratio to itself
+    measured = json.loads((tmp_path / "m.json").read_text())
+    assert [m["variant"] for m in measured] == ["trl_16bit", "grpo_lite_cpu"]
+    assert all(m["planned_gb"] > 0 and m["step_time_range"][0] <= m["seconds_per_step"] <= m["step_time_range"][1] for m in measured)
 
 
 def test_docs_sections_are_replaced_not_duplicated(tmp_path):

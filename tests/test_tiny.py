@@ -1,7 +1,8 @@
+import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from grpo_lite.tiny import build_tiny_model
+from grpo_lite.tiny import build_tiny_model, build_tokenizer
 
 
 def test_tiny_model_loads_with_plain_transformers_and_round_trips_text(tiny_model_dir):
@@ -32,3 +33,21 @@ def test_building_does_not_disturb_the_callers_rng(tmp_path):
     torch.manual_seed(123)
     build_tiny_model(tmp_path / "m")
     assert torch.equal(torch.rand(3), expected)
+
+
+@pytest.mark.slow
+def test_like_a_known_model_has_its_shape_and_vocabulary(tmp_path):
+    """What the GPU tests and benchmarks measure on: Qwen2.5-0.5B's shape, 151,936-entry vocabulary included (the
+    logits' memory depends on it), and text for every id a random model samples."""
+    from grpo_lite.planner import model_shape
+
+    folder = build_tiny_model(tmp_path / "q", like="qwen2.5-0.5b", dtype="bfloat16")
+    assert model_shape(folder) == model_shape("qwen2.5-0.5b")
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype="auto")
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    assert model.dtype == torch.bfloat16 and len(tokenizer) == model.config.vocab_size == 151936
+    assert sum(p.numel() for p in model.parameters()) == pytest.approx(494e6, rel=0.01)  # Qwen2.5-0.5B: 0.49B
+    sampled = torch.randint(len(build_tokenizer()), 151936, (64,)).tolist()
+    assert all(tokenizer.decode([i]).isalpha() for i in sampled)
+    text = "2 + 2 = 4"
+    assert tokenizer.decode(tokenizer(text)["input_ids"]) == text
