@@ -118,7 +118,12 @@ def _longest_prompt(trainer) -> int:
 
 
 def _planner_run(trainer) -> dict[str, Any] | None:
-    """The run as the planner takes it, or None when the planner does not model it (no LoRA)."""
+    """The run as the planner takes it, or None when the planner does not model it (no LoRA).
+
+    The planner's ``num_generations`` is the sequences a step holds at once: TRL's micro-batch,
+    ``per_device_train_batch_size`` (equal to ``num_generations`` in every preset; larger when a micro-batch
+    holds several prompts' groups). :func:`as_run_options` turns its suggestion back into the run's options.
+    """
     model, args = trainer.model, trainer.args
     lora = getattr(model, "peft_config", {}).get(getattr(model, "active_adapter", "default"))
     if lora is None:
@@ -127,7 +132,7 @@ def _planner_run(trainer) -> dict[str, Any] | None:
     vllm_share = backend.gpu_memory_utilization if backend is not None and backend.fast_inference else None
     return dict(
         model_name_or_config=model.config,
-        num_generations=args.num_generations,
+        num_generations=args.per_device_train_batch_size,
         max_prompt_tokens=_longest_prompt(trainer),
         max_completion_length=args.max_completion_length,
         lora_rank=lora.r,
@@ -153,6 +158,26 @@ def nearest_config(run: dict[str, Any], card_gb: float, budget_gb: float) -> tup
     if result.suggestion is None:
         return result, {}
     return result.suggestion, {f: new for f, (_, new) in result.changes.items()}
+
+
+def as_run_options(planned: dict[str, Any], args) -> dict[str, Any]:
+    """The planner's suggested changes as the run's options: its sequences per step are the micro-batch
+    (``per_device_train_batch_size``), and ``num_generations`` comes down with it only where TRL needs it to, as
+    each generation batch (micro-batch x processes x ``steps_per_generation``) must hold whole groups of ``num_generations``.
+
+    >>> from types import SimpleNamespace
+    >>> as_run_options({"num_generations": 1024}, SimpleNamespace(num_generations=4096, steps_per_generation=1))
+    {'per_device_train_batch_size': 1024, 'num_generations': 1024}
+    >>> as_run_options({"num_generations": 8, "lora_rank": 8}, SimpleNamespace(num_generations=8, steps_per_generation=1))
+    {'lora_rank': 8, 'per_device_train_batch_size': 8}
+    """
+    options = {name: value for name, value in planned.items() if name != "num_generations"}
+    if "num_generations" in planned:
+        batch = planned["num_generations"]
+        options["per_device_train_batch_size"] = batch
+        if (batch * getattr(args, "world_size", 1) * (args.steps_per_generation or 1)) % args.num_generations:
+            options["num_generations"] = batch
+    return options
 
 
 def phase_fixes(phase: Phase, args) -> dict[str, Any]:
@@ -212,7 +237,8 @@ def _planner_lines(trainer, error: BaseException) -> tuple[list[str], Any, dict[
                          f"is the nearest one under its estimate scaled down to {budget:.2f} GB.")
         elif estimate.fits:
             budget, heading = smaller, "The planner underestimated this run. Nearest config it estimates smaller"
-    fitting, nearest = nearest_config(run, card[1] if card else budget, budget)
+    fitting, planned = nearest_config(run, card[1] if card else budget, budget)
+    nearest = as_run_options(planned, trainer.args)
     if nearest:
         lines.append(f"{heading} ({fitting.total_gb:.2f} GB): {as_calls(nearest)}.")
     else:

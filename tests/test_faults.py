@@ -289,7 +289,7 @@ def test_out_of_memory_in_backward_compares_the_planner_with_the_card(tiny_model
     assert error.phase_fixes == {"gradient_checkpointing": True}  # cpu-smoke runs without it
     assert "For backward, first try this, which keeps the batch of each optimizer step: " \
            "train(..., gradient_checkpointing=True)" in message
-    assert set(error.nearest) <= {"num_generations", "max_completion_length", "lora_rank", "load_in_4bit"}
+    assert set(error.nearest) <= {"per_device_train_batch_size", "num_generations", "max_completion_length", "lora_rank", "load_in_4bit"}
     assert "checkpoint-2, which is whole" in message  # the regular save; the steps done are the same
 
     outcome = assert_resumes(model, tokenizer, arithmetic, tmp_path, max_steps=4)

@@ -80,3 +80,15 @@ def test_fixes_per_phase_keep_the_batch_of_each_optimizer_step(tmp_path):
     assert oom.phase_fixes(oom.SCORING, plain) == {"per_device_train_batch_size": 2, "gradient_accumulation_steps": 2}
     assert oom.phase_fixes(oom.OPTIMIZER, plain) == {"optim": "adamw_8bit"}
     assert oom.phase_fixes(oom.GENERATION, plain) == {}  # the planner's config is the fix there
+
+
+@pytest.mark.parametrize("num_generations, batch, planned_sequences", [(4096, 4096, 1024), (8, 16, 8), (4, 16, 8), (8, 8, 2)])
+def test_the_planner_s_smaller_batch_becomes_options_trl_accepts(tmp_path, num_generations, batch, planned_sequences):
+    """The planner sizes the sequences a step holds (the micro-batch), so its suggestion lowers
+    per_device_train_batch_size; num_generations follows only where TRL's config would refuse the pair."""
+    args = make_config("cpu-smoke", output_dir=tmp_path, num_generations=num_generations, per_device_train_batch_size=batch)
+    options = oom.as_run_options({"num_generations": planned_sequences}, args)
+    assert options["per_device_train_batch_size"] == planned_sequences
+    assert options.get("num_generations", num_generations) == min(num_generations, planned_sequences)
+    smaller = make_config("cpu-smoke", output_dir=tmp_path, **{"num_generations": num_generations, **options})  # TRL checks the pair
+    assert smaller.per_device_train_batch_size == planned_sequences
