@@ -239,6 +239,8 @@ def _load_transformers(model_name, choice, lora_rank, alpha, target_modules, see
         )
     options.update(kwargs)
     model = AutoModelForCausalLM.from_pretrained(model_name, **options)
+    if choice.load_in_4bit and not gpu:
+        _keep_cpu_4bit_layout(model)
     if not lora_rank:
         return model, tokenizer
     from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
@@ -256,3 +258,18 @@ def _load_transformers(model_name, choice, lora_rank, alpha, target_modules, see
     with torch.random.fork_rng(devices=[]):  # the seed decides the adapters' initial weights, as Unsloth's random_state does
         torch.manual_seed(seed)
         return get_peft_model(model, lora), tokenizer
+
+
+def _keep_cpu_4bit_layout(model) -> None:
+    """Keep bitsandbytes' 4-bit CPU layers in the one weight layout training can use.
+
+    On a CPU with AVX512-BF16, bitsandbytes 0.50 repacks a 4-bit weight for inference on its first forward in eval
+    mode (bitsandbytes/nn/modules.py, Linear4bit.forward) and keeps it so; its matmul then takes the inference kernel
+    in training mode too, and the first training step fails ("a view of a leaf Variable that requires grad is being
+    used in an in-place operation"). Generating in eval mode before training (preview, held-out evaluation) did that.
+    """
+    import bitsandbytes as bnb
+
+    for module in model.modules():
+        if isinstance(module, bnb.nn.Linear4bit):
+            module.support_avx512bf16_for_cpu = False

@@ -36,6 +36,24 @@ def t4(monkeypatch):
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device=None: _Props())
 
 
+def test_the_gpu_suite_s_t4_shows_a_t4_to_dtype_choices_and_the_real_card_to_the_compiler(monkeypatch):
+    """tests/gpu trains "as a T4" on a newer card (tests/gpu/on_gpu.py, T4_PRELUDE): Unsloth and grpo_lite read the
+    compute capability from torch.cuda.get_device_capability to pick fp16, and so does torch.compile to pick the
+    GPU its Triton kernels are built for (torch/_dynamo/device_interface.py, CudaInterface.get_compute_capability),
+    which must stay the real card's: kernels built for sm_75 do not load on an sm_90 card."""
+    sys.path.insert(0, str(ROOT / "tests" / "gpu"))
+    from on_gpu import T4_PRELUDE
+    from torch._dynamo.device_interface import CudaInterface
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))  # an H100, which this machine lacks
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device=None: _Props())
+    exec(T4_PRELUDE, {})  # monkeypatch puts torch.cuda.get_device_capability back afterwards
+    assert CudaInterface.get_compute_capability(0) == 90
+    assert not device.supports_bf16() and auto_preset() == "t4-16gb"
+    assert torch.cuda.get_device_capability() == (7, 5)
+
+
 def test_a_t4_computes_in_fp16_everywhere(t4, monkeypatch, tiny_model_dir):
     # Unsloth loads a T4's model in fp16 (unsloth/models/_utils.py: SUPPORTS_BFLOAT16 needs capability >= 8) and its
     # GRPOTrainer refuses bf16 for an fp16 model (unsloth/models/rl.py: "Model is in float16 precision but you
@@ -219,6 +237,22 @@ def test_4bit_bitsandbytes_on_cpu_trains_with_kl_and_exports_a_16bit_merge(tiny_
     merged = AutoModelForCausalLM.from_pretrained(out)
     assert not any(isinstance(m, bnb.nn.Linear4bit) for m in merged.modules())
     assert len(generate(merged, AutoTokenizer.from_pretrained(out), ["What is 2 + 2?"], max_completion_length=4)[0]) > 0
+
+
+def test_4bit_bitsandbytes_on_cpu_trains_after_generating_in_eval_mode(tiny_model_dir, tmp_path):
+    """Held-out evaluation (eval mode) before training: on a CPU with AVX512-BF16, bitsandbytes 0.50 would repack the
+    4-bit weights for inference and fail the first training step (bitsandbytes/nn/modules.py, Linear4bit.forward)."""
+    from grpo_lite import load_model, prepare_dataset, read_metrics, train
+
+    model, tokenizer = load_model(str(tiny_model_dir), backend="transformers", load_in_4bit=True, lora_rank=8)
+    dataset = prepare_dataset([{"question": f"What is {i} + {i}?", "answer": str(2 * i)} for i in range(8)], system_prompt=None)
+
+    def length_reward(completions, **kwargs):
+        return [len(c[0]["content"]) / 10 for c in completions]
+
+    train(model, tokenizer, dataset, [length_reward], preset="cpu-smoke", output_dir=tmp_path, max_steps=2, num_generations=4,
+          per_device_train_batch_size=4, max_completion_length=8, dashboard=False, heldout=dataset, heldout_n=2)
+    assert [r["step"] for r in read_metrics(tmp_path)] == [1, 2]
 
 
 def test_the_planner_models_the_gpu_path():
