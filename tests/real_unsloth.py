@@ -65,12 +65,14 @@ requires_unsloth = pytest.mark.skipif(
 
 
 def run_script(code: str, cwd: Path, *, unsloth: bool = True, gpu: tuple[int, int, float] | None = None,
-               timeout: int = 600):
+               prelude: str | None = None, timeout: int = 600):
     """Run ``code`` in a fresh interpreter in ``cwd``, under Unsloth's patching or (``unsloth=False``) with TRL's own classes.
 
     ``code`` calls ``result(value)`` to hand back JSON; returns that value. A failure raises with the output.
+    ``prelude``, when given, runs first instead of those (on a real GPU, Unsloth patches TRL itself).
     """
-    prelude = (PATCH if unsloth else NO_UNSLOTH) + (FAKE_GPU.format(gpu=gpu) if gpu else "")
+    if prelude is None:
+        prelude = (PATCH if unsloth else NO_UNSLOTH) + (FAKE_GPU.format(gpu=gpu) if gpu else "")
     helper = f"def result(value):\n    import json\n    print({RESULT_MARK!r} + json.dumps(value), flush=True)\n"
     source = prelude + helper + textwrap.dedent(code)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")])}

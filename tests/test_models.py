@@ -1,4 +1,3 @@
-import importlib.util
 import sys
 
 import pytest
@@ -56,13 +55,3 @@ def test_importing_the_package_imports_neither_trl_nor_transformers():
     code = "import grpo_lite, sys; print('trl' in sys.modules, 'transformers' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
-
-
-@pytest.mark.gpu
-@pytest.mark.skipif(
-    not __import__("torch").cuda.is_available() or importlib.util.find_spec("unsloth") is None,
-    reason="needs a CUDA GPU with Unsloth installed (pip install 'grpo-lite[unsloth]')",
-)
-def test_unsloth_loads_4bit_on_gpu(tiny_model_dir):
-    model, _ = load_model(str(tiny_model_dir), backend="unsloth", lora_rank=8)
-    assert model.grpo_lite_backend.name == "unsloth"

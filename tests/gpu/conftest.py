@@ -1,0 +1,44 @@
+"""The GPU tests: grpo-lite's Unsloth and bitsandbytes paths run for real on a CUDA GPU.
+
+Every test under tests/gpu is marked ``gpu`` and, where torch sees no CUDA GPU (CI, the dev machines), skipped
+with the reason shown. On a GPU machine, from the checkout's root (tests/gpu/run.sh does it with the offline kit):
+
+    python -m pytest -m gpu -rs tests/gpu
+
+The model is random, with Qwen2.5-0.5B's shape and vocabulary (no model hub is needed): speed, memory and
+every code path are the real model's; only the text is gibberish, which the reward below still tells apart.
+"""
+
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m gpu`` selects by marker
+def pytest_collection_modifyitems(config, items):
+    import torch
+
+    skip = None if torch.cuda.is_available() else pytest.mark.skip(
+        reason="needs a CUDA GPU (torch.cuda.is_available() is False here): run tests/gpu/run.sh on a GPU machine")
+    for item in items:
+        if HERE in item.path.parents:
+            item.add_marker(pytest.mark.gpu)
+            if skip:
+                item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def model_dir(tmp_path_factory):
+    """A random-weight model with Qwen2.5-0.5B's shape and 151,936-token vocabulary, in bf16 as real checkpoints are."""
+    from grpo_lite import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("models") / "qwen2.5-0.5b", like="qwen2.5-0.5b", dtype="bfloat16")
+
+
+@pytest.fixture(scope="session")
+def dataset():
+    from grpo_lite import load_builtin, prepare_dataset
+
+    return prepare_dataset(load_builtin("arithmetic")[:64])
