@@ -194,13 +194,13 @@ def _load_unsloth(model_name, choice, max_seq_length, lora_rank, alpha, target_m
     import unsloth  # noqa: F401  (must be imported before trl / transformers / peft are used)
     from unsloth import FastLanguageModel
 
+    vllm = {"max_lora_rank": lora_rank or 16, "gpu_memory_utilization": gpu_memory_utilization} if choice.fast_inference else {}
     model, tokenizer = FastLanguageModel.from_pretrained(
         model_name,
         max_seq_length=max_seq_length,
         load_in_4bit=choice.load_in_4bit,
         fast_inference=choice.fast_inference,
-        max_lora_rank=lora_rank or 16,
-        gpu_memory_utilization=gpu_memory_utilization,
+        **vllm,  # vLLM's engine options (unsloth/models/llama.py reads them only with fast_inference)
         **kwargs,
     )
     if lora_rank:

@@ -157,3 +157,61 @@ def test_notebook_01_runs_its_demo_then_its_training_under_unsloths_patching(tmp
     NotebookClient(notebook, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(work)}}).execute()
     printed = "".join(o.get("text", "") for o in notebook.cells[-1].outputs)
     assert "trainer: UnslothGRPOTrainer UnslothGRPOTrainer" in printed
+
+
+UNSLOTH_NAMED_PARAMETERS = """
+import inspect
+from unsloth import FastLanguageModel
+def named(function):
+    return [name for name, p in inspect.signature(function).parameters.items() if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
+result({"from_pretrained": named(FastLanguageModel.from_pretrained), "get_peft_model": named(FastLanguageModel.get_peft_model)})
+"""
+
+
+class RecordingFastLanguageModel:
+    """Unsloth's loader where its real one cannot run (no GPU): records the keywords and loads with transformers."""
+
+    calls: dict = {}
+
+    @staticmethod
+    def from_pretrained(model_name, **options):
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        RecordingFastLanguageModel.calls["from_pretrained"] = options
+        return AutoModelForCausalLM.from_pretrained(model_name), AutoTokenizer.from_pretrained(model_name)
+
+    @staticmethod
+    def get_peft_model(model, **options):
+        RecordingFastLanguageModel.calls["get_peft_model"] = options
+        return model
+
+
+@pytest.mark.parametrize("fast_inference", [False, True])
+def test_load_model_gives_unsloth_only_options_its_loaders_name(tmp_path, tiny_model_dir, monkeypatch, fast_inference):
+    # FastLanguageModel.from_pretrained (unsloth/models/loader.py) and get_peft_model (unsloth/models/llama.py) take
+    # **kwargs, so an option Unsloth renamed or dropped would be ignored without a word: every keyword grpo_lite
+    # gives them must be one of their named parameters (read from the installed Unsloth, in a subprocess).
+    import importlib.machinery
+    import sys
+    import types
+
+    from grpo_lite import load_model, models
+
+    named = run_script(UNSLOTH_NAMED_PARAMETERS, tmp_path)
+    stub = types.ModuleType("unsloth")
+    stub.__spec__ = importlib.machinery.ModuleSpec("unsloth", None)
+    stub.FastLanguageModel = RecordingFastLanguageModel
+    monkeypatch.setitem(sys.modules, "unsloth", stub)
+    monkeypatch.setattr(models, "cuda_available", lambda: True)  # no GPU here: the loader is recorded, not run
+    monkeypatch.setattr(models, "vllm_usable", lambda: (True, "vLLM 0.31.0"))
+    model, _ = load_model(str(tiny_model_dir), backend="unsloth", lora_rank=8, seed=7, max_seq_length=1024,
+                          fast_inference=fast_inference, gpu_memory_utilization=0.6 if fast_inference else "auto")
+    loaded, peft = RecordingFastLanguageModel.calls["from_pretrained"], RecordingFastLanguageModel.calls["get_peft_model"]
+    assert set(loaded) <= set(named["from_pretrained"]) and set(peft) <= set(named["get_peft_model"])
+    assert loaded["max_seq_length"] == 1024 and loaded["load_in_4bit"] and loaded["fast_inference"] is fast_inference
+    # vLLM's engine options go only with it (llama.py reads them in its fast_inference branch alone)
+    vllm = {"max_lora_rank": 8, "gpu_memory_utilization": 0.6} if fast_inference else {}
+    assert {key: loaded[key] for key in ("max_lora_rank", "gpu_memory_utilization") if key in loaded} == vllm
+    assert peft["r"] == 8 and peft["lora_alpha"] == 16 and peft["random_state"] == 7
+    assert peft["use_gradient_checkpointing"] == "unsloth" and set(peft["target_modules"]) == set(models.LORA_TARGET_MODULES)
+    assert model.grpo_lite_backend.fast_inference is fast_inference
