@@ -34,7 +34,6 @@ ROOT = Path(__file__).resolve().parents[1]
 SHAPES = ("tiny", "qwen2.5-0.5b", "qwen2.5-1.5b")  # "tiny": grpo_lite's CPU model; the others: the planner's shapes
 GPU_VARIANTS = ["trl_16bit", "grpo_lite_bnb4", "grpo_lite_unsloth"]
 DRY_RUN_VARIANTS = ["trl_16bit", "grpo_lite_cpu"]
-WITHOUT_UNSLOTH = {"trl_16bit", "grpo_lite_bnb4", "grpo_lite_cpu"}
 LORA_RANK = 16
 
 
@@ -78,7 +77,7 @@ def run_variant(variant: str, model_dir: Path, out_dir: Path, steps: int, tokens
     step_time = statistics.median(step_times)
     train_tokens = statistics.median(b["num_tokens"] - a["num_tokens"] for a, b in zip(records, records[1:])) if len(records) > 1 else records[0]["num_tokens"]
     result = {"variant": variant, "seconds_per_step": step_time, "step_time_range": [min(step_times), max(step_times)],
-              "train_tokens_per_s": train_tokens / step_time, "planned_gb": _planned_gb(variant, model_dir, dataset, tokenizer, tokens, gpu)}
+              "train_tokens_per_s": train_tokens / step_time, "planned_gb": _planned_gb(variant, model_dir, dataset, tokenizer, options, gpu)}
     result.update(_generation_speed(model, tokenizer, tokens, gpu))
     if gpu:
         result["peak_gpu_gb"] = torch.cuda.max_memory_allocated() / 2**30
@@ -89,16 +88,17 @@ def run_variant(variant: str, model_dir: Path, out_dir: Path, steps: int, tokens
     return result
 
 
-def _planned_gb(variant: str, model_dir: Path, dataset, tokenizer, tokens: int, gpu: bool) -> float:
+def _planned_gb(variant: str, model_dir: Path, dataset, tokenizer, options: dict, gpu: bool) -> float:
     """The memory planner's estimate for this variant's run (on a CPU: fp32 weights, full logits, no CUDA overhead)."""
     from grpo_lite import plan
     from grpo_lite.data import prompt_lengths
+    from grpo_lite.planner import CUDA_OVERHEAD_GB
 
-    four_bit = gpu and variant != "trl_16bit"
-    estimate = plan(str(model_dir), gpu=float("inf"), num_generations=8, max_prompt_tokens=max(prompt_lengths(dataset, tokenizer)),
-                    max_completion_length=tokens, lora_rank=LORA_RANK, load_in_4bit=four_bit,
-                    backend="unsloth" if variant == "grpo_lite_unsloth" else "transformers",
-                    weight_bytes=2 if gpu else 4, logits="chunked" if gpu else "full", overhead_gb=0.6 if gpu else 0.0)
+    estimate = plan(str(model_dir), gpu=float("inf"), num_generations=options["per_device_train_batch_size"],
+                    max_prompt_tokens=max(prompt_lengths(dataset, tokenizer)), max_completion_length=options["max_completion_length"],
+                    lora_rank=LORA_RANK, load_in_4bit=gpu and variant != "trl_16bit",
+                    backend="unsloth" if variant == "grpo_lite_unsloth" else "transformers", weight_bytes=2 if gpu else 4,
+                    logits="chunked" if gpu else "full", overhead_gb=CUDA_OVERHEAD_GB if gpu else 0.0)
     return estimate.total_gb
 
 
@@ -239,7 +239,7 @@ def main() -> None:
                        "--shape", args.shape, "--steps", str(args.steps), "--completion-tokens", str(args.completion_tokens)]
             if args.dry_run:
                 command.append("--dry-run")
-            if variant in WITHOUT_UNSLOTH:
+            if variant != "grpo_lite_unsloth":
                 command.append("--without-unsloth")
             proc = subprocess.run(command, capture_output=True, text=True)
             if proc.returncode == 0:
