@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from real_unsloth import run_script
+
+HERE = Path(__file__).parent
+
 # Ten steps of the auto preset, made short: 8 completions of 128 tokens a step. The learning rate is raised so that
 # ten steps move LoRA weights by more than 16-bit rounding (the preset's 5e-6 would leave kl at 0.0 in bf16).
 SHORT_RUN = dict(max_steps=10, num_generations=8, per_device_train_batch_size=8, max_completion_length=128,
@@ -34,3 +40,10 @@ def _capability_as_a_t4_shows_it(device=None):
     return (7, 5)
 torch.cuda.get_device_capability = _capability_as_a_t4_shows_it
 """
+
+
+def run_in_fresh_interpreter(code: str, model_dir: Path, cwd: Path, *, prelude: str = "") -> object:
+    """``code`` in a fresh interpreter (its own CUDA memory, its own Unsloth import) with this folder and tests/
+    importable and ``model_dir`` set; returns what it passes to ``result``."""
+    setup = f"import sys\nsys.path[:0] = [{str(HERE)!r}, {str(HERE.parent)!r}]\nmodel_dir = {str(model_dir)!r}\n"
+    return run_script(setup + code, cwd, prelude=prelude, timeout=900)

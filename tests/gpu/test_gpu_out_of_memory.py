@@ -1,11 +1,7 @@
 """A real CUDA out-of-memory: a batch the planner puts at 1.5x this card ends in OutOfMemory, and the config it
 suggests then trains. In a fresh interpreter, so that no other test's model holds memory on the card."""
 
-from pathlib import Path
-
-from real_unsloth import run_script
-
-HERE = Path(__file__).parent
+from on_gpu import run_in_fresh_interpreter
 
 OVERSIZE_THEN_FIT = """
 import gc, torch
@@ -42,8 +38,7 @@ result({"card_gb": card_gb, "batch": batch, "planned_gb": planned_gb(batch), "ra
 
 
 def test_an_oversized_batch_ends_in_out_of_memory_whose_suggestion_then_trains(model_dir, tmp_path):
-    setup = f"import sys\nsys.path.insert(0, {str(HERE)!r})\nmodel_dir = {str(model_dir)!r}\n"
-    done = run_script(setup + OVERSIZE_THEN_FIT, tmp_path, prelude="", timeout=900)
+    done = run_in_fresh_interpreter(OVERSIZE_THEN_FIT, model_dir, tmp_path)
     print(f"card {done['card_gb']:.2f} GiB; oversized batch {done['batch']} planned at {done['planned_gb']:.1f} GiB; "
           f"fitted: {done['fitted']}")  # the planner's estimate against the CUDA peak, for docs/benchmarks.md
     ran_out = done["ran_out"]

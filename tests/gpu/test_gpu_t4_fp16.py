@@ -3,12 +3,7 @@ is t4-16gb (fp16, 8-bit AdamW), and ten steps train under the dashboard with fin
 
 It runs in a fresh interpreter: Unsloth decides bf16 once, when it is imported (see on_gpu.T4_PRELUDE)."""
 
-from pathlib import Path
-
-from on_gpu import T4_PRELUDE
-from real_unsloth import run_script
-
-HERE = Path(__file__).parent
+from on_gpu import T4_PRELUDE, run_in_fresh_interpreter
 
 TRAIN_AS_A_T4 = """
 import math, torch
@@ -32,8 +27,7 @@ result({
 
 
 def test_a_t4_trains_in_fp16_through_unsloth(model_dir, tmp_path):
-    setup = f"import sys\nsys.path.insert(0, {str(HERE)!r})\nmodel_dir = {str(model_dir)!r}\n"
-    done = run_script(setup + TRAIN_AS_A_T4, tmp_path, prelude=T4_PRELUDE, timeout=900)
+    done = run_in_fresh_interpreter(TRAIN_AS_A_T4, model_dir, tmp_path, prelude=T4_PRELUDE)
     assert done["weights_dtype"] == "torch.float16"  # unsloth/models/loader.py: fp16 where SUPPORTS_BFLOAT16 is False
     assert (done["fp16"], done["bf16"], done["optim"]) == (True, False, "adamw_8bit")
     assert done["steps"] == list(range(1, 11)) and done["finite"]
