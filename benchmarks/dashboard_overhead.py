@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write-docs", action="store_true")
     args = parser.parse_args(argv)
 
-    from grpo_lite.tiny import build_tiny_model
+    from grpo_lite.model.tiny import build_tiny_model
 
     times = {name: [] for name in VARIANTS}
     redraws = {name: 0 for name in VARIANTS}

@@ -39,7 +39,7 @@ LORA_RANK = 16
 
 def build_random_model(shape: str, folder: Path) -> Path:
     """A random-weight Qwen2 with the named shape (vocabulary included), saved in bf16 with a tokenizer."""
-    from grpo_lite.tiny import build_tiny_model
+    from grpo_lite.model.tiny import build_tiny_model
 
     if shape == "tiny":
         return build_tiny_model(folder)
@@ -91,8 +91,8 @@ def run_variant(variant: str, model_dir: Path, out_dir: Path, steps: int, tokens
 def _planned_gb(variant: str, model_dir: Path, dataset, tokenizer, options: dict, gpu: bool) -> float:
     """The memory planner's estimate for this variant's run (on a CPU: fp32 weights, full logits, no CUDA overhead)."""
     from grpo_lite import plan
-    from grpo_lite.data import prompt_lengths
-    from grpo_lite.planner import CUDA_OVERHEAD_GB
+    from grpo_lite.data.prepare import prompt_lengths
+    from grpo_lite.machine.planner import CUDA_OVERHEAD_GB
 
     estimate = plan(str(model_dir), gpu=float("inf"), num_generations=options["per_device_train_batch_size"],
                     max_prompt_tokens=max(prompt_lengths(dataset, tokenizer)), max_completion_length=options["max_completion_length"],
@@ -106,7 +106,7 @@ def baseline_dtype(gpu: bool):
     """The plain-TRL baseline's weights: the card's 16-bit dtype (fp16 on a T4, which has no bf16), fp32 on CPU."""
     import torch
 
-    from grpo_lite.device import half_dtype
+    from grpo_lite.machine.device import half_dtype
 
     return half_dtype() if gpu else torch.float32
 
@@ -119,7 +119,7 @@ def _plain_trl(model_dir, dataset, out_dir, options, gpu):
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    from grpo_lite.trl_compat import enable_cpu_logprobs
+    from grpo_lite.training.trl_compat import enable_cpu_logprobs
 
     enable_cpu_logprobs()
     dtype = baseline_dtype(gpu)

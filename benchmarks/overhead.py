@@ -47,7 +47,7 @@ def settings(steps: int) -> dict:
 
 def dataset():
     from grpo_lite import prepare_dataset
-    from grpo_lite.arithmetic import arithmetic_problems
+    from grpo_lite.data.arithmetic import arithmetic_problems
 
     return prepare_dataset(arithmetic_problems(64, seed=0), system_prompt=None)  # the demo model answers bare questions
 
@@ -83,7 +83,7 @@ def _lora_norm(model) -> float:
 
 def _load():
     from grpo_lite import load_model
-    from grpo_lite.demo import DEMO_MODEL_DIR
+    from grpo_lite.launch.demo import DEMO_MODEL_DIR
 
     return load_model(str(DEMO_MODEL_DIR), lora_rank=8, backend="cpu")
 
@@ -99,8 +99,8 @@ def run_grpo_lite(steps: int, out: Path) -> tuple[StepClock, float]:
 
 
 def run_bare_trl(steps: int, out: Path) -> tuple[StepClock, float]:
-    from grpo_lite.config import make_config
-    from grpo_lite.trl_compat import enable_cpu_logprobs
+    from grpo_lite.run.config import make_config
+    from grpo_lite.training.trl_compat import enable_cpu_logprobs
     from rewards import resolve_rewards
 
     enable_cpu_logprobs()

@@ -67,8 +67,8 @@ def main() -> None:
     parser.add_argument("--write-docs", action="store_true")
     args = parser.parse_args()
 
-    from grpo_lite.planner import plan
-    from grpo_lite.tiny import build_tiny_model
+    from grpo_lite.machine.planner import plan
+    from grpo_lite.model.tiny import build_tiny_model
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write-docs", action="store_true")
     args = parser.parse_args(argv)
 
-    from rewards import CodeExecutionReward
+    from rewards.code import CodeExecutionReward
     from rewards.sandbox import isolation, run_batch
 
     level = isolation()

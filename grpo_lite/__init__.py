@@ -14,96 +14,66 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING
 
-from .device import import_unsloth_first
-from .runtime import use_one_gpu
+from .machine.device import import_unsloth_first
+from .machine.notebook import use_one_gpu
 
 __version__ = "0.1.0"
 
 use_one_gpu()  # before anything starts CUDA: CUDA reads CUDA_VISIBLE_DEVICES once
 import_unsloth_first()
 
-# Each public name and the module it lives in, in the order of a run.
+# Each public name and the module it lives in, in the order of a notebook. Everything else (the errors each step
+# raises, make_config, the run record, the dashboard's parts) is importable from its module: docs/api.md.
 _EXPORTS = {
     # check the runtime
-    "check_runtime": ".runtime",
-    "run_dir": ".runtime",
-    "NoGPU": ".runtime",
+    "check_runtime": ".machine.notebook",
+    "run_dir": ".machine.notebook",
     # load a model
-    "load_model": ".models",
-    "choose_backend": ".models",
-    "Backend": ".models",
-    "BackendError": ".models",
-    "build_tiny_model": ".tiny",
+    "load_model": ".model.load",
+    "build_tiny_model": ".model.tiny",
     # prepare the data
-    "prepare_dataset": ".data",
-    "load_builtin": ".data",
-    "REASONING_SYSTEM_PROMPT": ".data",
-    "DatasetError": ".data",
-    # see what the rewards would teach, before training
-    "preview": ".preview",
-    "PreviewReport": ".preview",
-    # size and configure the run
-    "plan": ".planner",
-    "make_config": ".config",
-    "TRAINING_PRESETS": ".config",
-    "ConfigError": ".config",
-    # train
-    "train": ".training",
-    "TrainResult": ".training",
-    "RunCallback": ".callbacks",
-    "RewardFailure": ".reward_guard",
-    "NaNDetected": ".nan_guard",
-    "OutOfMemory": ".out_of_memory",
-    "DiskFull": ".disk",
-    "Stage": ".stages",
-    "train_stages": ".stages",
-    # watch
+    "prepare_dataset": ".data.prepare",
+    "load_builtin": ".data.prepare",
+    "REASONING_SYSTEM_PROMPT": ".data.prepare",
+    # before training: what the rewards would teach, and whether the run fits the GPU
+    "preview": ".evaluation.group_preview",
+    "plan": ".machine.planner",
+    # train, and watch
+    "train": ".training.trainer",
+    "train_stages": ".training.stages",
+    "Stage": ".training.stages",
     "LiveDashboard": ".monitor.dashboard",
-    "HealthMonitor": ".monitor.health",
     "show_run": ".monitor.show",
     "read_metrics": ".monitor.metrics",
-    "read_samples": ".monitor.samples",
-    "rescore_run": ".rescore",
-    "read_run": ".run_record",
+    "rescore_run": ".evaluation.rescore",
     # evaluate, export, use
-    "evaluate": ".evaluation",
-    "compare": ".evaluation",
-    "EvalReport": ".evaluation",
-    "export": ".exporter",
-    "ExportError": ".exporter",
-    "generate": ".inference",
+    "evaluate": ".evaluation.scoring",
+    "compare": ".evaluation.scoring",
+    "export": ".model.exporter",
+    "generate": ".model.inference",
     # the offline demo
-    "run_demo": ".demo",
+    "run_demo": ".launch.demo",
 }
 
 __all__ = list(_EXPORTS)
 
 if TYPE_CHECKING:  # what editors and type checkers see; at run time each name loads on first use
-    from .callbacks import RunCallback
-    from .config import TRAINING_PRESETS, ConfigError, make_config
-    from .data import REASONING_SYSTEM_PROMPT, DatasetError, load_builtin, prepare_dataset
-    from .demo import run_demo
-    from .disk import DiskFull
-    from .evaluation import EvalReport, compare, evaluate
-    from .exporter import ExportError, export
-    from .inference import generate
-    from .models import Backend, BackendError, choose_backend, load_model
+    from .data.prepare import REASONING_SYSTEM_PROMPT, load_builtin, prepare_dataset
+    from .evaluation.group_preview import preview
+    from .evaluation.rescore import rescore_run
+    from .evaluation.scoring import compare, evaluate
+    from .launch.demo import run_demo
+    from .machine.notebook import check_runtime, run_dir
+    from .machine.planner import plan
+    from .model.exporter import export
+    from .model.inference import generate
+    from .model.load import load_model
+    from .model.tiny import build_tiny_model
     from .monitor.dashboard import LiveDashboard
-    from .monitor.health import HealthMonitor
     from .monitor.metrics import read_metrics
-    from .monitor.samples import read_samples
     from .monitor.show import show_run
-    from .nan_guard import NaNDetected
-    from .out_of_memory import OutOfMemory
-    from .planner import plan
-    from .preview import PreviewReport, preview
-    from .rescore import rescore_run
-    from .reward_guard import RewardFailure
-    from .run_record import read_run
-    from .runtime import NoGPU, check_runtime, run_dir
-    from .stages import Stage, train_stages
-    from .tiny import build_tiny_model
-    from .training import TrainResult, train
+    from .training.stages import Stage, train_stages
+    from .training.trainer import train
 
 
 def __getattr__(name):

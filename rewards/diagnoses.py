@@ -1,6 +1,6 @@
 """What scores and metrics say about a GRPO run: one table of diagnoses, each with its threshold and fix.
 
-The reward lab (:func:`rewards.check_rewards`), ``grpo_lite.preview``, ``grpo_lite.rescore_run`` and the
+The reward lab (:func:`rewards.check_rewards`), ``grpo_lite.evaluation.group_preview``, ``grpo_lite.rescore_run`` and the
 live health monitor (``grpo_lite.monitor.health``) all judge from :data:`DIAGNOSES`, so a problem gets the
 same name and the same fix wherever it is found. A batch of completions (lab, preview, rescore) is judged
 once; the live monitor judges a stream of steps, and ``window`` says how many steps in a row it needs.

@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from . import code, correctness, format, length, presets, style
@@ -35,6 +35,21 @@ _PRESETS: dict[str, list[Callable]] = {
 }
 
 
+def did_you_mean(name: str, choices: Iterable[str]) -> str:
+    """``"; did you mean x, y?"`` for the known names closest to ``name``, or ``""``: the one hint for a misspelt
+    reward, preset or setting.
+
+    >>> did_you_mean("numeric_corectness_reward", REWARDS)
+    '; did you mean numeric_correctness_reward?'
+    >>> did_you_mean("t4", ["cpu-smoke", "t4-16gb", "l4-24gb"])
+    '; did you mean t4-16gb?'
+    """
+    choices = list(choices)
+    starting = [choice for choice in choices if name and choice.startswith(name)]  # "t4" for "t4-16gb"
+    close = list(dict.fromkeys(starting + difflib.get_close_matches(name, choices, n=3)))[:3]
+    return f"; did you mean {', '.join(close)}?" if close else ""
+
+
 def resolve(name: str) -> list[Callable]:
     """The reward functions a name stands for: one for a reward, several for a preset.
 
@@ -45,25 +60,10 @@ def resolve(name: str) -> list[Callable]:
         return list(_PRESETS[name])
     if name in REWARDS:
         return [REWARDS[name]]
-    close = difflib.get_close_matches(name, [*REWARDS, *_PRESETS], n=3)
-    hint = f"did you mean {', '.join(close)}? " if close else ""
     raise ValueError(
-        f"unknown reward {name!r}: {hint}presets are {sorted(presets.REWARD_PRESETS)}; "
-        "rewards.available() lists every reward name, and 'module:function' imports your own"
+        f"unknown reward {name!r}{did_you_mean(name, [*REWARDS, *_PRESETS])}; presets are {sorted(presets.REWARD_PRESETS)}; "
+        "rewards.registry.REWARDS names every reward, and 'module:function' imports your own"
     )
-
-
-def get_reward(name: str) -> Callable:
-    """The single reward function named ``name``."""
-    if name not in REWARDS:
-        resolve(name)  # raises with suggestions when unknown
-        raise ValueError(f"{name!r} is a preset of several rewards; use rewards.resolve({name!r})")
-    return REWARDS[name]
-
-
-def available() -> dict[str, list[str]]:
-    """Every reward and preset name."""
-    return {"rewards": sorted(REWARDS), "presets": sorted(presets.REWARD_PRESETS)}
 
 
 def import_reward(path: str) -> Callable:

@@ -1,6 +1,6 @@
 """Train the demo model shipped in ``grpo_lite/assets/demo-model`` (about 15 CPU minutes, one thread).
 
-The model is a tiny byte-level Qwen2 (``grpo_lite.tiny``) taught by supervised fine-tuning to answer the
+The model is a tiny byte-level Qwen2 (``grpo_lite.model.tiny``) taught by supervised fine-tuning to answer the
 built-in arithmetic word problems, from a teacher with a habit GRPO can break:
 
 * worked answers (``--worked-share`` of the targets) write the sum out in ``<reasoning>`` and give the
@@ -11,7 +11,7 @@ built-in arithmetic word problems, from a teacher with a habit GRPO can break:
 Greedy decoding takes the most common habit, a rounded guess without tags, so it is often wrong and never
 formatted; sampling often reaches an exact guess or a worked answer, so pass@8 is far above greedy
 accuracy. GRPO with a correctness reward then has something to sharpen: the exact answers it samples.
-Questions in the demo's held-out set (:func:`grpo_lite.arithmetic.heldout_arithmetic_problems`) are never trained
+Questions in the demo's held-out set (:func:`grpo_lite.data.arithmetic.heldout_arithmetic_problems`) are never trained
 on. The same seed gives the same weights (training runs on one thread)::
 
     python scripts/train_demo_model.py --seed 0
@@ -28,8 +28,8 @@ from pathlib import Path
 
 import torch
 
-from grpo_lite.arithmetic import arithmetic_problems, heldout_arithmetic_problems
-from grpo_lite.tiny import build_tiny_model
+from grpo_lite.data.arithmetic import arithmetic_problems, heldout_arithmetic_problems
+from grpo_lite.model.tiny import build_tiny_model
 from rewards.extract import extract_hash_answer
 
 ASSET_DIR = Path(__file__).resolve().parents[1] / "grpo_lite" / "assets" / "demo-model"

@@ -1,10 +1,10 @@
-"""grpo_lite.algo against TRL itself: same rewards -> same advantages, same batch -> same loss."""
+"""The reference loss (tests/reference_loss.py) against TRL itself: same rewards -> same advantages, same batch -> same loss."""
 
 import pytest
 import torch
+from reference_loss import aggregate, clipped_surrogate, grpo_loss, k3_kl, per_token_logps
 
 from grpo_lite import prepare_dataset, train
-from grpo_lite.algo import aggregate, clipped_surrogate, grpo_loss, k3_kl, per_token_logps
 from rewards import check_rewards, fuzzy_match_reward
 from rewards.advantages import as_reward_matrix, group_advantages
 
@@ -68,8 +68,8 @@ def test_reference_advantages_center_each_group():
 def test_reference_loss_equals_trls_loss_on_a_fixed_batch(tiny_model, prompts, tmp_path, loss_type):
     from trl import GRPOTrainer
 
-    from grpo_lite.config import make_config
-    from grpo_lite.trl_compat import enable_cpu_logprobs
+    from grpo_lite.run.config import make_config
+    from grpo_lite.training.trl_compat import enable_cpu_logprobs
 
     enable_cpu_logprobs()
     model, tokenizer = tiny_model

@@ -1,4 +1,5 @@
-"""The package's shape: imports flow one way, rewards stands alone, and grpo-lite speaks from rank 0 only."""
+"""The package's shape: layer folders whose imports run downward only, rewards stands alone, and grpo-lite speaks
+from rank 0 only."""
 
 import ast
 import logging
@@ -104,41 +105,22 @@ def _public_parameters() -> dict[str, set[str]]:
 
 
 def test_one_name_per_quantity_in_the_public_api():
-    """The completion budget, the held-out size and the pass@k samples each have one name (GRPOConfig's
-    where GRPOConfig has one): the old names live on only as deprecated aliases."""
-    from grpo_lite.cli import build_parser
-    from grpo_lite.renamed import OLD_NAMES
+    """The completion budget, the held-out size and the pass@k samples each have one name (GRPOConfig's where
+    GRPOConfig has one), in every function and every command."""
+    from grpo_lite.launch.cli import build_parser
 
+    retired = {"max_new_tokens", "max_completion_tokens", "n_heldout", "n", "pass_k", "num_samples"}
     parameters = _public_parameters()
     assert {"plan", "evaluate", "preview", "run_demo", "train", "generate"} <= set(parameters)
     for function, names in parameters.items():
-        assert not names & set(OLD_NAMES), f"{function}() still takes {names & set(OLD_NAMES)}; use {OLD_NAMES}"
+        assert not names & retired, f"{function}() takes {names & retired}"
     assert "max_completion_length" in parameters["plan"] & parameters["generate"] & parameters["evaluate"]
     assert "heldout_n" in parameters["train"] & parameters["evaluate"] & parameters["run_demo"]
     assert "heldout_samples" in parameters["train"] & parameters["evaluate"] & parameters["run_demo"]
     commands = build_parser()._subparsers._group_actions[0].choices
     for command, parser in commands.items():
-        for action in parser._actions:
-            documented = [flag for flag in action.option_strings if action.help != "==SUPPRESS=="]
-            old = [flag for flag in documented if flag.lstrip("-").replace("-", "_") in OLD_NAMES]
-            assert not old, f"grpo-lite {command} documents the old flag {old}"
-
-
-def test_old_names_still_work_with_a_warning():
-    import pytest
-
-    from grpo_lite.cli import build_parser
-    from grpo_lite.planner import plan
-
-    with pytest.warns(DeprecationWarning, match="max_completion_tokens is renamed max_completion_length") as caught:
-        old = plan("Qwen2.5-1.5B", gpu="T4", max_completion_tokens=1024)
-    assert caught[0].filename == __file__, "the warning points at the caller's line, so Python shows it there"
-    assert old.total_gb == plan("Qwen2.5-1.5B", gpu="T4", max_completion_length=1024).total_gb
-    with pytest.raises(TypeError, match="not both"):
-        plan("Qwen2.5-1.5B", max_completion_tokens=1024, max_completion_length=512)
-    with pytest.warns(DeprecationWarning, match="--pass-k is renamed --heldout-samples"):
-        args = build_parser().parse_args(["demo", "--pass-k", "2", "--n-heldout", "4"])
-    assert (args.heldout_samples, args.heldout_n) == (2, 4)
+        flags = [flag for action in parser._actions for flag in action.option_strings]
+        assert not [flag for flag in flags if flag.lstrip("-").replace("-", "_") in retired], command
 
 
 def test_each_constant_is_defined_once():
@@ -154,11 +136,56 @@ def test_each_constant_is_defined_once():
     assert {name: where for name, where in defined.items() if len(where) > 1} == {}
 
 
-def test_the_ownership_table_names_modules_that_exist():
-    docs = (ROOT / "docs" / "architecture.md").read_text()
-    named = [line.split("`")[1] for line in docs.splitlines() if line.startswith("| `") and line.split("`")[1].endswith(".py")]
-    assert len(named) > 10
-    assert [path for path in named if not (ROOT / path).exists()] == []
+# The layers, bottom first: a module may import from its own layer and the layers below it, never above.
+LAYERS = ["machine", "data", "run", "model", "guards", "monitor", "evaluation", "training", "launch"]
+TOP_LEVEL = {"__init__", "__main__", "log"}  # log: the logger every layer speaks through
+
+
+def _layer(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in LAYERS else None
+
+
+def _upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """``module -> target`` for each import of a higher layer, or of the public API (``grpo_lite`` itself) from
+    inside a layer."""
+    found = []
+    for module, targets in sorted(graph.items()):
+        layer = _layer(module)
+        if layer is None:
+            continue
+        for target in sorted(targets):
+            if target.split(".")[0] != "grpo_lite":
+                continue
+            above = _layer(target) is not None and LAYERS.index(_layer(target)) > LAYERS.index(layer)
+            if above or target == "grpo_lite":
+                found.append(f"{module} -> {target}")
+    return found
+
+
+def test_imports_run_down_the_layers():
+    assert _upward_imports(_imports("grpo_lite")) == []
+
+
+def test_the_layer_check_finds_a_planted_upward_import():
+    graph = {"grpo_lite.run.record": {"grpo_lite.model.load", "grpo_lite.machine.device", "grpo_lite.log"},
+             "grpo_lite.model.load": {"grpo_lite.run.settings"}, "grpo_lite.data.prepare": {"grpo_lite"}}
+    assert _upward_imports(graph) == ["grpo_lite.data.prepare -> grpo_lite", "grpo_lite.run.record -> grpo_lite.model.load"]
+
+
+def test_every_module_sits_in_a_layer_folder():
+    package = ROOT / "grpo_lite"
+    assert {p.stem for p in package.glob("*.py")} == TOP_LEVEL
+    folders = {p.name for p in package.iterdir() if p.is_dir() and any(p.glob("*.py"))}
+    assert folders == set(LAYERS)
+    for layer in LAYERS:
+        assert (package / layer / "__init__.py").read_text().startswith('"""'), f"{layer}/__init__.py says what the layer does"
+
+
+def test_the_architecture_page_names_every_layer_in_order():
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    positions = [page.find(f"`{layer}/`") for layer in reversed(LAYERS)]
+    assert -1 not in positions and positions == sorted(positions), "docs/architecture.md lists the layers top first"
 
 
 def test_no_module_outside_tests_imports_another_modules_private_names():
@@ -171,11 +198,3 @@ def test_no_module_outside_tests_imports_another_modules_private_names():
                     private = [a.name for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
                     found += [f"{path.relative_to(ROOT)}: {node.module}.{name}" for name in private]
     assert found == []
-
-
-def test_algo_is_a_reference_only_tests_import():
-    """docs/architecture.md: training runs TRL's loss; algo.py is a readable copy that only tests import."""
-    importers = [module for package in ("grpo_lite", "rewards") for module, targets in _imports(package).items()
-                 if "grpo_lite.algo" in targets and module != "grpo_lite.algo"]
-    assert importers == []
-    assert "only the tests import" in (ROOT / "grpo_lite" / "algo.py").read_text().split('"""')[1].replace("\n", " ")

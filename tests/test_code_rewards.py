@@ -6,7 +6,8 @@ import json
 import pytest
 
 import rewards
-from rewards import AsyncCodeExecutionReward, CodeExecutionReward, code_execution_reward, code_generation_reward
+from rewards import code_execution_reward, code_generation_reward
+from rewards.code import AsyncCodeExecutionReward, CodeExecutionReward
 
 SQUARE = "```python\ndef solution(x):\n    return x * x\n```"
 ASSERTS = [{"assert": "solution(3) == 9"}, {"assert": "solution(-2) == 4"}, {"assert": "solution(5) == 26"}]

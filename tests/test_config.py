@@ -1,8 +1,9 @@
 import pytest
 
-from grpo_lite import TRAINING_PRESETS, ConfigError, make_config
-from grpo_lite.config import config_from_dict, config_to_dict, resolve_options
-from grpo_lite.run_record import RunRecord, RunSettings, read_run
+from grpo_lite.run.config import config_from_dict, config_to_dict, make_config
+from grpo_lite.run.presets import BASE, TRAINING_PRESETS
+from grpo_lite.run.record import RunRecord, read_run
+from grpo_lite.run.settings import ConfigError, RunSettings, resolve_options
 
 
 def test_cpu_preset_builds_a_valid_config_with_kl_on(tmp_path):
@@ -14,7 +15,7 @@ def test_cpu_preset_builds_a_valid_config_with_kl_on(tmp_path):
 
 @pytest.mark.parametrize("name", sorted(TRAINING_PRESETS))
 def test_every_preset_has_the_recipe_defaults_and_divisible_batches(name):
-    options = resolve_options("cpu-smoke") if name == "cpu-smoke" else {**__import__("grpo_lite.config").config.BASE, **TRAINING_PRESETS[name]}
+    options = resolve_options("cpu-smoke") if name == "cpu-smoke" else {**BASE, **TRAINING_PRESETS[name]}
     assert options["adam_beta2"] == 0.99 and options["max_grad_norm"] == 0.1 and options["lr_scheduler_type"] == "cosine"
     batch = options.get("per_device_train_batch_size", 8) * options.get("gradient_accumulation_steps", 1)
     assert batch % options["num_generations"] == 0

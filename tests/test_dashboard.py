@@ -6,10 +6,10 @@ import time
 
 import pytest
 
-from grpo_lite import LiveDashboard, RunCallback, prepare_dataset, read_metrics, read_samples, show_run, train
-from grpo_lite.callbacks import attach_all
-from grpo_lite.monitor.samples import SampleLog
+from grpo_lite import LiveDashboard, prepare_dataset, read_metrics, show_run, train
+from grpo_lite.monitor.samples import SampleLog, read_samples
 from grpo_lite.monitor.views import Frame, frame_html
+from grpo_lite.run.callbacks import RunCallback, attach_all
 
 QUICK = dict(preset="cpu-smoke", num_generations=4, per_device_train_batch_size=8, max_completion_length=12)
 
@@ -71,8 +71,8 @@ def test_redraws_are_throttled_to_the_overhead_budget(tiny_model, questions, tmp
 def test_works_with_a_bare_trl_trainer(tiny_model, questions, tmp_path):
     from trl import GRPOTrainer
 
-    from grpo_lite import make_config
-    from grpo_lite.trl_compat import enable_cpu_logprobs
+    from grpo_lite.run.config import make_config
+    from grpo_lite.training.trl_compat import enable_cpu_logprobs
 
     enable_cpu_logprobs()
     model, tokenizer = tiny_model
@@ -93,8 +93,8 @@ def test_the_dashboard_only_draws(tiny_model, questions, tmp_path):
     # without a SampleLog it writes no samples.jsonl, and it leaves the Trainer's own callbacks alone
     from trl import GRPOTrainer
 
-    from grpo_lite import make_config
-    from grpo_lite.trl_compat import enable_cpu_logprobs
+    from grpo_lite.run.config import make_config
+    from grpo_lite.training.trl_compat import enable_cpu_logprobs
 
     enable_cpu_logprobs()
     model, tokenizer = tiny_model

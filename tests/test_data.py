@@ -3,7 +3,8 @@ import json
 import pytest
 from datasets import Dataset
 
-from grpo_lite import REASONING_SYSTEM_PROMPT, DatasetError, load_builtin, prepare_dataset
+from grpo_lite import REASONING_SYSTEM_PROMPT, load_builtin, prepare_dataset
+from grpo_lite.data.prepare import DatasetError
 
 
 def test_rows_become_chat_prompts_with_gsm8k_answers_extracted():

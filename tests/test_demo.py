@@ -11,9 +11,9 @@ from statistics import mean
 import pytest
 
 from grpo_lite import read_metrics
-from grpo_lite.arithmetic import arithmetic_problems, heldout_arithmetic_problems
-from grpo_lite.demo import DEMO_MODEL_DIR, HELDOUT_QUESTIONS, run_demo
-from grpo_lite.run_files import EVAL_FILE
+from grpo_lite.data.arithmetic import arithmetic_problems, heldout_arithmetic_problems
+from grpo_lite.launch.demo import DEMO_MODEL_DIR, HELDOUT_QUESTIONS, run_demo
+from grpo_lite.run.files import EVAL_FILE
 
 ROOT = Path(__file__).resolve().parents[1]
 

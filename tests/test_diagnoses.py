@@ -5,8 +5,9 @@ import zlib
 
 import pytest
 
-from grpo_lite import HealthMonitor, prepare_dataset, preview, rescore_run
-from grpo_lite.run_files import SAMPLES_FILE, write_jsonl
+from grpo_lite import prepare_dataset, preview, rescore_run
+from grpo_lite.monitor.health import HealthMonitor
+from grpo_lite.run.files import SAMPLES_FILE, write_jsonl
 from rewards import check_rewards
 from rewards.diagnoses import DIAGNOSES, DIAGNOSIS
 

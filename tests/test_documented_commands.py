@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from grpo_lite.cli import build_parser
+from grpo_lite.launch.cli import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

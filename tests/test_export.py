@@ -3,8 +3,8 @@ import torch
 from peft import AutoPeftModelForCausalLM
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from grpo_lite.exporter import ExportError, export
-from grpo_lite.inference import generate
+from grpo_lite.model.exporter import ExportError, export
+from grpo_lite.model.inference import generate
 
 PROMPTS = [[{"role": "user", "content": "What is 2 + 2?"}], [{"role": "user", "content": "Name a prime."}]]
 

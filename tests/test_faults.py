@@ -10,11 +10,15 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from grpo_lite import DiskFull, LiveDashboard, OutOfMemory, RewardFailure, RunCallback, prepare_dataset, read_metrics, train
-from grpo_lite import out_of_memory as oom
-from grpo_lite.nan_guard import NaNDetected
-from grpo_lite.resume import latest_checkpoint
-from grpo_lite.reward_guard import guard
+from grpo_lite import LiveDashboard, prepare_dataset, read_metrics, train
+from grpo_lite.guards import out_of_memory as oom
+from grpo_lite.guards.disk import DiskFull
+from grpo_lite.guards.nan import NaNDetected
+from grpo_lite.guards.out_of_memory import OutOfMemory
+from grpo_lite.guards.reward_calls import RewardFailure, guard
+from grpo_lite.machine.device import GPU
+from grpo_lite.run.callbacks import RunCallback
+from grpo_lite.run.resume import latest_checkpoint
 from rewards import check_rewards
 
 RUN = dict(preset="cpu-smoke", num_generations=4, per_device_train_batch_size=4, max_completion_length=8,
@@ -275,7 +279,7 @@ def test_out_of_memory_in_generation_saves_the_steps_done_and_names_the_fix(tiny
 
 def test_out_of_memory_in_backward_compares_the_planner_with_the_card(tiny_model, arithmetic, tmp_path, monkeypatch,
                                                                        fault_table):
-    monkeypatch.setattr(oom, "cuda_card", lambda: ("Tesla T4", 14.74))  # the device memory of a GPU this machine lacks
+    monkeypatch.setattr(oom, "this_gpu", lambda: GPU("Tesla T4", 14.74))  # the device memory of a GPU this machine lacks
     model, tokenizer = tiny_model
     with pytest.raises(OutOfMemory) as ran_out:
         train(model, tokenizer, arithmetic, [length_reward], output_dir=tmp_path, max_steps=4,
@@ -298,7 +302,7 @@ def test_out_of_memory_in_backward_compares_the_planner_with_the_card(tiny_model
 
 
 def test_the_command_line_takes_a_reward_timeout_and_ends_a_faulted_run_with_its_message(tmp_path, monkeypatch, capsys):
-    from grpo_lite.cli import main
+    from grpo_lite.launch.cli import main
 
     (tmp_path / "sleepy.py").write_text("import time\n\ndef dozing_reward(completions, **kwargs):\n"
                                         "    time.sleep(60)\n    return [0.0] * len(completions)\n")

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from grpo_lite import HealthMonitor
-from grpo_lite.monitor.health import HealthWarning, replay
+from grpo_lite.monitor.health import HealthMonitor, HealthWarning, replay
 from rewards.diagnoses import DIAGNOSES
 
 STREAMS = Path(__file__).parent / "data" / "streams"

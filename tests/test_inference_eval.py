@@ -1,8 +1,8 @@
 import pytest
 
 from grpo_lite import prepare_dataset
-from grpo_lite.evaluation import compare, evaluate, pass_at_k, score
-from grpo_lite.inference import generate
+from grpo_lite.evaluation.scoring import compare, evaluate, pass_at_k, score
+from grpo_lite.model.inference import generate
 
 RIGHT = "<reasoning>2 + 2 = 4</reasoning>\n<answer>4</answer>"
 WRONG_FORMATTED = "<reasoning>guess</reasoning>\n<answer>5</answer>"

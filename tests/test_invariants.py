@@ -6,9 +6,9 @@ import pytest
 from transformers import TrainerControl, TrainerState
 
 from grpo_lite import prepare_dataset, read_metrics, train
-from grpo_lite.config import make_config
 from grpo_lite.monitor.health import replay
 from grpo_lite.monitor.invariants import InvariantChecks
+from grpo_lite.run.config import make_config
 from rewards.diagnoses import DIAGNOSIS
 
 QUICK = dict(preset="cpu-smoke", num_generations=4, per_device_train_batch_size=4, max_completion_length=12,

@@ -8,9 +8,9 @@ import yaml
 from accelerate.commands.config.config_args import load_config_from_file
 from accelerate.commands.launch import launch_command_parser
 
-from grpo_lite.cli import build_parser
-from grpo_lite.launch import ACCELERATE_MODES, accelerate_config, write_launch_kit
-from grpo_lite.recipe import apply_settings, read_recipe
+from grpo_lite.launch.cli import build_parser
+from grpo_lite.launch.kit import ACCELERATE_MODES, accelerate_config, write_launch_kit
+from grpo_lite.launch.recipe import apply_settings, read_recipe
 
 ROOT = Path(__file__).resolve().parents[1]
 EXPECTED_TYPES = {"ddp": "MULTI_GPU", "zero2": "DEEPSPEED", "zero3": "DEEPSPEED"}
@@ -71,28 +71,28 @@ def test_launch_kit_writes_a_kit_whose_commands_parse(tmp_path):
 
 def test_write_launch_kit_from_a_notebook_run_ships_the_prepared_dataset(tmp_path):
     from grpo_lite import prepare_dataset
-    from grpo_lite.config import config_to_dict, make_config
+    from grpo_lite.run.config import config_to_dict, make_config
 
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    # a run record as grpo-lite wrote it before run.yaml kept the settings apart from what the run chose
+    # a run record as train() writes it, for a model load_model did not load (no load settings)
     (run_dir / "run.yaml").write_text(yaml.safe_dump({
-        "model": "Qwen/Qwen2.5-0.5B-Instruct", "backend": "unsloth", "lora_rank": 16, "rewards": ["exact_match_reward"],
-        "preset": "auto", "overrides": {"max_steps": 9, "reward_weights": [2.0]}, "reward_timeout": 120.0,
+        "model": "Qwen/Qwen2.5-0.5B-Instruct", "rewards": ["exact_match_reward"], "reward_weights": [2.0],
+        "preset": "auto", "overrides": {"max_steps": 9}, "reward_timeout": 120.0,
+        "chosen": {"backend": "unsloth", "lora_rank": 16},
         "grpo_config": config_to_dict(make_config("cpu-smoke", output_dir=run_dir))}))
     with pytest.raises(ValueError, match="pass dataset="):
         write_launch_kit(run_dir, tmp_path / "kit")
     dataset = prepare_dataset([{"question": "1+1?", "answer": "2"}])
     kit = write_launch_kit(run_dir, tmp_path / "kit", dataset=dataset)
     recipe = read_recipe(kit / "recipe.yaml")
-    assert recipe.load is None and recipe.reward_weights == [2.0]  # the old record kept no load settings
+    assert recipe.load is None and recipe.reward_weights == [2.0]  # a model load_model did not load has none
     assert recipe.overrides == {"max_steps": 9} and recipe.reward_timeout == 120.0
     assert recipe.dataset["prepared"] and Path(recipe.dataset["path"]) == kit / "dataset.jsonl"
 
 
 def test_settings_route_to_sections_and_are_validated():
-    from grpo_lite import ConfigError
-    from grpo_lite.run_record import LoadSettings, RunSettings
+    from grpo_lite.run.settings import ConfigError, LoadSettings, RunSettings
 
     recipe = RunSettings(model="m", dataset={"builtin": "arithmetic"}, rewards=["r"], preset="cpu-smoke")
     applied = apply_settings(recipe, ["max_steps=5", "load.load_in_4bit=false", "dataset.max_prompt_tokens=64",
@@ -110,7 +110,7 @@ def test_settings_route_to_sections_and_are_validated():
 
 
 def test_reward_timeout_in_the_recipe_and_on_the_command_line(tmp_path):
-    from grpo_lite import ConfigError
+    from grpo_lite.run.settings import ConfigError
 
     recipe = tmp_path / "run.yaml"
     recipe.write_text("model: tiny\ndataset: {builtin: arithmetic}\nrewards: [r]\npreset: cpu-smoke\nreward_timeout: 30\n")

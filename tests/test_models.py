@@ -2,7 +2,8 @@ import sys
 
 import pytest
 
-from grpo_lite import BackendError, choose_backend, load_model
+from grpo_lite import load_model
+from grpo_lite.model.load import BackendError, choose_backend, loaded_as
 
 needs_no_gpu = pytest.mark.skipif(
     __import__("torch").cuda.is_available(), reason="checks the CPU path; this machine has a GPU"
@@ -12,7 +13,7 @@ needs_no_gpu = pytest.mark.skipif(
 @needs_no_gpu
 def test_auto_picks_cpu_here_and_says_why(tiny_model_dir, capsys):
     model, tokenizer = load_model(str(tiny_model_dir), lora_rank=4)
-    backend = model.grpo_lite_backend
+    backend = loaded_as(model).backend
     assert backend.name == "cpu"
     assert "no CUDA GPU" in backend.reason and not backend.load_in_4bit
     assert "backend=cpu" in capsys.readouterr().err

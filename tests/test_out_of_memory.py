@@ -3,9 +3,9 @@
 import pytest
 import torch
 
-from grpo_lite import out_of_memory as oom
-from grpo_lite.config import make_config
-from grpo_lite.planner import plan
+from grpo_lite.guards import out_of_memory as oom
+from grpo_lite.machine.planner import plan
+from grpo_lite.run.config import make_config
 
 
 def traceback_through(*names):

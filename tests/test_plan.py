@@ -1,7 +1,7 @@
 import pytest
 
-from grpo_lite.cli import main
-from grpo_lite.planner import KNOWN_MODELS, PlanError, model_shape, plan
+from grpo_lite.launch.cli import main
+from grpo_lite.machine.planner import KNOWN_MODELS, PlanError, model_shape, plan
 
 
 def test_known_shapes_give_the_published_parameter_counts():

@@ -8,9 +8,10 @@ import zlib
 import pytest
 import torch
 
-from grpo_lite import load_model, prepare_dataset, preview, read_samples, rescore_run, train
-from grpo_lite.arithmetic import heldout_arithmetic_problems
-from grpo_lite.demo import DEMO_MODEL_DIR
+from grpo_lite import load_model, prepare_dataset, preview, rescore_run, train
+from grpo_lite.data.arithmetic import heldout_arithmetic_problems
+from grpo_lite.launch.demo import DEMO_MODEL_DIR
+from grpo_lite.monitor.samples import read_samples
 from rewards.advantages import as_reward_matrix, group_advantages
 
 
@@ -114,7 +115,7 @@ def test_rescore_uses_the_rewards_as_defined_now(report, monkeypatch):
 
 
 def test_the_browser_moves_filters_and_rescores(report, monkeypatch):
-    from grpo_lite.preview_browser import PreviewBrowser
+    from grpo_lite.evaluation.preview_browser import PreviewBrowser
 
     browser = PreviewBrowser(report)
     assert "group 0 (1 of 4)" == browser.position.value and "grpo-lite-preview-group" in browser.body.value
@@ -160,8 +161,8 @@ def test_rescoring_a_finished_run(tiny_model, tmp_path):
 def test_the_browser_escapes_completions(report):
     import dataclasses
 
-    from grpo_lite.inference import Completion
-    from grpo_lite.preview_browser import group_html
+    from grpo_lite.evaluation.preview_browser import group_html
+    from grpo_lite.model.inference import Completion
 
     hostile = dataclasses.replace(report, completions=[Completion("<script>alert(1)</script>", (1, 2), False),
                                                        *report.completions[1:]])
@@ -170,7 +171,7 @@ def test_the_browser_escapes_completions(report):
 
 
 def test_rescore_reads_prompts_as_kept_and_as_older_files_flattened_them(tmp_path):
-    from grpo_lite.run_files import SAMPLES_FILE, write_jsonl
+    from grpo_lite.run.files import SAMPLES_FILE, write_jsonl
 
     messages = [{"role": "system", "content": "Answer with the word."}, {"role": "user", "content": "Spell cat"}]
     flattened = "system: Answer with the word.\nuser: Spell cat"

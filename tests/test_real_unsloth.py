@@ -23,7 +23,7 @@ def test_demo_and_a_transformers_model_train_with_kl_under_unsloths_trainer(tmp_
     done = run_script(f"""
         import trl
         from grpo_lite import load_model, prepare_dataset, train
-        from grpo_lite.demo import run_demo
+        from grpo_lite.launch.demo import run_demo
         assert trl.GRPOTrainer.__name__ == "UnslothGRPOTrainer", trl.GRPOTrainer
 
         run_demo("demo", max_steps=2, heldout_n=4, heldout_samples=1, dashboard=False, per_device_train_batch_size=8,
@@ -47,7 +47,8 @@ def test_demo_and_a_transformers_model_train_with_kl_under_unsloths_trainer(tmp_
 
 PRESET_CONFIGS = """
 import json
-from grpo_lite.config import TRAINING_PRESETS, config_to_dict, make_config
+from grpo_lite.run.config import config_to_dict, make_config
+from grpo_lite.run.presets import TRAINING_PRESETS
 result({name: json.loads(json.dumps(config_to_dict(make_config(name, output_dir="out")), default=str))
         for name in TRAINING_PRESETS})
 """
@@ -78,8 +79,8 @@ def test_an_fp32_run_stays_fp32_under_unsloths_trainer_on_a_t4(tmp_path, tiny_mo
     done = run_script(f"""
         import os
         from grpo_lite import load_model, prepare_dataset
-        from grpo_lite.config import make_config
-        from grpo_lite.training import _grpo_trainer
+        from grpo_lite.run.config import make_config
+        from grpo_lite.training.trainer import _grpo_trainer
         model, tokenizer = load_model({str(tiny_model_dir)!r}, backend="cpu", lora_rank=None)
         dataset = prepare_dataset([{{"question": "1 + 1?", "answer": "2"}}] * 4, question="question", answer="answer")
         trainer = _grpo_trainer(model, tokenizer, dataset, [lambda completions, **kw: [0.0] * len(completions)],
@@ -96,15 +97,21 @@ def test_run_yaml_config_round_trip_and_vllm_options_under_unsloths_config_class
     # With a vLLM engine on the model (a stand-in here: vLLM needs a GPU), Unsloth's trainer colocates vLLM itself;
     # grpo-lite says so in the config, with the share load_model gave vLLM.
     done = run_script("""
-        import contextlib, io, json, types
-        from grpo_lite.config import config_from_dict, config_to_dict, make_config, vllm_options
+        import contextlib, io, json
+        from grpo_lite.run.config import config_from_dict, config_to_dict, make_config
+        from grpo_lite.training.trainer import vllm_options
         saved = config_to_dict(make_config("cpu-smoke", output_dir="out"))
         printed = io.StringIO()
         with contextlib.redirect_stdout(printed):
             again = config_to_dict(config_from_dict(saved))
         changed = {key: [str(value), str(again[key])] for key, value in saved.items() if again[key] != value}
 
-        model = types.SimpleNamespace(vllm_engine=object(), grpo_lite_backend=types.SimpleNamespace(gpu_memory_utilization=0.6))
+        from grpo_lite.model.load import _LOADED, Backend, LoadedModel
+        from grpo_lite.run.settings import LoadSettings
+        class EngineModel:
+            vllm_engine = object()
+        model = EngineModel()
+        _LOADED[model] = LoadedModel("m", LoadSettings(), Backend("unsloth", "test", True, True, gpu_memory_utilization=0.6))
         config = make_config("cpu-smoke", output_dir="out", **vllm_options(model))
         result({"changed": changed, "printed": printed.getvalue(),
                 "vllm": [config.use_vllm, config.vllm_mode, config.vllm_gpu_memory_utilization]})
@@ -121,7 +128,7 @@ def test_fast_inference_auto_falls_back_when_unsloth_disabled_a_broken_vllm(tmp_
     # error such a vLLM raises on import.
     done = run_script("""
         from unsloth import import_fixes
-        from grpo_lite.models import BackendError, choose_backend
+        from grpo_lite.model.load import BackendError, choose_backend
         assert import_fixes.disable_broken_vllm(ImportError(
             "/usr/lib/python3/site-packages/vllm/_C.abi3.so: undefined symbol: _ZN3c104cuda9SetDeviceEi"))
         auto = choose_backend("auto")
@@ -195,7 +202,8 @@ def test_load_model_gives_unsloth_only_options_its_loaders_name(tmp_path, tiny_m
     import sys
     import types
 
-    from grpo_lite import load_model, models
+    from grpo_lite import load_model
+    from grpo_lite.model import load as models
 
     named = run_script(UNSLOTH_NAMED_PARAMETERS, tmp_path)
     stub = types.ModuleType("unsloth")
@@ -214,4 +222,4 @@ def test_load_model_gives_unsloth_only_options_its_loaders_name(tmp_path, tiny_m
     assert {key: loaded[key] for key in ("max_lora_rank", "gpu_memory_utilization") if key in loaded} == vllm
     assert peft["r"] == 8 and peft["lora_alpha"] == 16 and peft["random_state"] == 7
     assert peft["use_gradient_checkpointing"] == "unsloth" and set(peft["target_modules"]) == set(models.LORA_TARGET_MODULES)
-    assert model.grpo_lite_backend.fast_inference is fast_inference
+    assert models.loaded_as(model).backend.fast_inference is fast_inference

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from grpo_lite import ConfigError, read_metrics
-from grpo_lite.config import make_config
-from grpo_lite.resume import check_resume
-from grpo_lite.run_record import LoadSettings, RunRecord, RunSettings, read_run
+from grpo_lite import read_metrics
+from grpo_lite.run.config import make_config
+from grpo_lite.run.record import RunRecord, read_run
+from grpo_lite.run.resume import check_resume
+from grpo_lite.run.settings import ConfigError, LoadSettings, RunSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECKPOINT_WAIT_S = 600  # a guard against a hung run, not a speed check
@@ -84,7 +85,7 @@ def test_killed_run_resumes_each_step_once_and_extends_max_steps(killed_run):
 
 
 def test_check_resume_names_each_changed_field(tmp_path):
-    from grpo_lite.config import config_to_dict
+    from grpo_lite.run.config import config_to_dict
 
     def record(model, lora_rank, rewards, config):
         settings = RunSettings(model=model, rewards=rewards, load=LoadSettings(lora_rank=lora_rank))
@@ -103,7 +104,7 @@ def test_check_resume_names_each_changed_field(tmp_path):
 
 
 def test_resume_skips_a_checkpoint_cut_off_mid_save(tmp_path, capsys):
-    from grpo_lite.resume import latest_checkpoint
+    from grpo_lite.run.resume import latest_checkpoint
 
     assert latest_checkpoint(tmp_path) is None
     for step in (2, 4, 10):

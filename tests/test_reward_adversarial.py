@@ -8,14 +8,8 @@ import hashlib
 
 import pytest
 
-from rewards import (
-    CodeExecutionReward,
-    exact_match_reward,
-    int_answer_reward,
-    math_equivalence_reward,
-    multiple_choice_reward,
-    numeric_correctness_reward,
-)
+from rewards import exact_match_reward, int_answer_reward, math_equivalence_reward, multiple_choice_reward, numeric_correctness_reward
+from rewards.code import CodeExecutionReward
 
 
 def row(gold, completion, expected, why):

@@ -10,7 +10,8 @@ import trl.rewards
 from datasets import Dataset
 from trl.trainer.utils import get_callable_name, is_async_callable
 
-from grpo_lite import RunCallback, preview, read_metrics, train
+from grpo_lite import preview, read_metrics, train
+from grpo_lite.run.callbacks import RunCallback
 from rewards import check_rewards
 from rewards.calling import call_reward, is_async_reward
 
@@ -215,7 +216,7 @@ def test_off_the_main_thread_rewards_run_unchanged_without_a_limit_and_the_run_s
 def test_grpo_lite_score_awaits_an_async_reward_named_by_module_path(tmp_path, capsys, monkeypatch):
     import json
 
-    from grpo_lite.cli import main
+    from grpo_lite.launch.cli import main
 
     rows = lab_rows(chat=False)
     (tmp_path / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))

@@ -11,16 +11,12 @@ from collections import Counter
 import pytest
 
 import rewards
-from rewards import (
-    CodeBlockFormat,
-    CosineLengthReward,
-    LenReward,
-    NgramRepetitionPenalty,
-    ThinkFormat,
-    len_reward,
-    math_equivalence_reward,
-    think_format_reward,
-)
+from rewards import len_reward, math_equivalence_reward, think_format_reward
+from rewards.code import CodeBlockFormat
+from rewards.format import ThinkFormat
+from rewards.length import CosineLengthReward, LenReward
+from rewards.registry import REWARDS
+from rewards.style import NgramRepetitionPenalty
 
 FORMAT_SCALE = 0.5  # peers pay 1.0 for a format
 CORRECT_SCALE = 2.0  # peers pay 1.0 for a correct answer
@@ -284,6 +280,5 @@ def test_cosine_length_reward_with_math_verify_matches_trl():
 
 
 def test_new_rewards_are_registered_and_exported():
-    assert rewards.get_reward("len_reward") is len_reward
-    for name in ("LenReward", "ThinkFormat", "CodeBlockFormat", "len_reward"):
-        assert hasattr(rewards, name), name
+    assert REWARDS["len_reward"] is len_reward
+    assert "len_reward" in rewards.__all__

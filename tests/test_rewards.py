@@ -2,12 +2,16 @@
 
 import math
 import pickle
+import re
+from pathlib import Path
 
 import pytest
 
 import rewards
+from rewards.combine import AdaptiveReward
+from rewards.length import CosineLengthReward, SoftOverlongPunishment
 from rewards.presets import REWARD_PRESETS
-from rewards.registry import REWARDS
+from rewards.registry import REWARDS, resolve
 
 SEED_NAMES = [
     "exact_match_reward", "fuzzy_match_reward", "numeric_correctness_reward", "code_execution_reward",
@@ -50,8 +54,32 @@ def test_every_documented_name_imports_from_rewards():
         assert hasattr(rewards, name), name
     for name in SEED_NAMES + PEER_NAMES:
         assert name in REWARDS and REWARDS[name].__name__ == name
-    for name in ("weighted", "RewardSet", "AdaptiveReward", "check_rewards", "resolve", "get_reward"):
+    for name in ("weighted", "RewardSet", "check_rewards", "resolve_rewards"):
         assert hasattr(rewards, name), name
+
+
+PUBLIC = [
+    "CODE_GENERATION_REWARDS", "GSM8K_REWARDS", "MATH_REASONING_REWARDS", "QA_REWARDS", "REWARD_PRESETS", "RewardSet",
+    "SUMMARIZATION_REWARDS", "check_rewards", "citation_reward", "code_block_format_reward", "code_execution_reward",
+    "code_generation_reward", "cosine_length_reward", "exact_match_reward", "fuzzy_match_reward", "ideal_length_reward",
+    "incremental_format_reward", "int_answer_reward", "json_format_reward", "len_reward", "math_equivalence_reward",
+    "math_problem_reward", "max_length_penalty", "min_length_reward", "multiple_choice_reward", "ngram_repetition_penalty",
+    "no_repetition_penalty", "no_syntax_error_reward", "numeric_correctness_reward", "reasoning_quality_reward",
+    "reasoning_steps_reward", "resolve_rewards", "soft_overlong_punishment", "soft_xml_format_reward",
+    "strict_xml_format_reward", "tag_count_reward", "think_format_reward", "weighted", "xml_count_reward",
+]
+
+
+def test_the_public_api_is_the_reward_functions_the_presets_and_four_helpers():
+    assert sorted(rewards.__all__) == PUBLIC and len(set(rewards.__all__)) == len(rewards.__all__)
+    functions = [name for name in PUBLIC if name[0].islower() and name not in ("check_rewards", "resolve_rewards", "weighted")]
+    assert functions == sorted(REWARDS), "every registered reward is exported, and nothing else that looks like one"
+
+
+def test_docs_list_every_public_name():
+    text = (Path(__file__).resolve().parents[1] / "docs" / "rewards.md").read_text()
+    listed = set(re.findall(r"`([A-Za-z_][A-Za-z0-9_]*)", text))
+    assert [name for name in rewards.__all__ if name not in listed] == []
 
 
 @pytest.mark.parametrize("name", sorted(REWARDS))
@@ -129,9 +157,9 @@ def test_think_format_handles_prefilled_think_tags():
 
 def test_multiple_choice_and_length_shapes():
     assert rewards.multiple_choice_reward(completions=["<answer>B) 4</answer>", "The answer is (c)."], answer=["B", "C"]) == [2.0, 2.0]
-    overlong = rewards.SoftOverlongPunishment(max_completion_len=10, soft_cache_len=4)
+    overlong = SoftOverlongPunishment(max_completion_len=10, soft_cache_len=4)
     assert overlong(completions=["a"] * 4, completion_ids=[[0] * 6, [0] * 8, [0] * 10, [0] * 40]) == [0.0, -0.5, -1.0, -1.0]
-    cosine = rewards.CosineLengthReward(max_tokens=100)
+    cosine = CosineLengthReward(max_tokens=100)
     short, long = cosine(completions=["<answer>7</answer>"] * 2, answer=["7"] * 2, completion_ids=[[0] * 10, [0] * 90])
     assert 0.5 <= long < short <= 1.0
     with pytest.raises(ValueError, match="completion_ids"):
@@ -146,7 +174,7 @@ def test_combined_and_weighted_rewards():
 
 
 def test_adaptive_reward_follows_the_success_rate_within_bounds():
-    adaptive = rewards.AdaptiveReward(rewards.numeric_correctness_reward, max_weight=1.5, min_weight=0.8)
+    adaptive = AdaptiveReward(rewards.numeric_correctness_reward, max_weight=1.5, min_weight=0.8)
     logged = {}
     wrong, right = ["<answer>1</answer>"] * 4, ["<answer>7</answer>"] * 4
     assert adaptive(completions=wrong, answer=["7"] * 4, log_metric=logged.__setitem__) == [0.0] * 4
@@ -161,11 +189,11 @@ def test_adaptive_reward_follows_the_success_rate_within_bounds():
 
 
 def test_registry_resolves_names_and_presets_with_helpful_errors():
-    assert [f.__name__ for f in rewards.resolve("math")] == [f.__name__ for f in rewards.MATH_REASONING_REWARDS]
-    assert rewards.resolve("QA_REWARDS") == REWARD_PRESETS["qa"]
-    assert rewards.get_reward("soft_xml_format_reward") is rewards.soft_xml_format_reward
+    assert [f.__name__ for f in resolve("math")] == [f.__name__ for f in rewards.MATH_REASONING_REWARDS]
+    assert resolve("QA_REWARDS") == REWARD_PRESETS["qa"]
+    assert resolve("soft_xml_format_reward") == [rewards.soft_xml_format_reward]
     with pytest.raises(ValueError, match="did you mean soft_xml_format_reward"):
-        rewards.resolve("soft_xml_format")
-    with pytest.raises(ValueError, match="preset"):
-        rewards.get_reward("gsm8k")
+        resolve("soft_xml_format")
+    with pytest.raises(ValueError, match=r"rewards\.registry\.REWARDS names every reward"):  # which exists
+        resolve("no_such_reward")
     assert [f.__name__ for f in rewards.QA_REWARDS][0] == "fuzzy_match_reward"

@@ -7,12 +7,13 @@ import pytest
 import torch
 import yaml
 
-from grpo_lite import ConfigError, load_model, prepare_dataset, train
-from grpo_lite.cli import build_parser, main
-from grpo_lite.config import TRAINING_PRESETS
-from grpo_lite.launch import write_launch_kit
-from grpo_lite.recipe import read_recipe, run_recipe
-from grpo_lite.run_record import LoadSettings, RunSettings, read_run
+from grpo_lite import load_model, prepare_dataset, train
+from grpo_lite.launch.cli import build_parser, main
+from grpo_lite.launch.kit import write_launch_kit
+from grpo_lite.launch.recipe import read_recipe, run_recipe
+from grpo_lite.run.presets import TRAINING_PRESETS
+from grpo_lite.run.record import RunRecord, read_run
+from grpo_lite.run.settings import ConfigError, Heldout, LoadSettings, RunSettings
 
 
 def digit_reward(completions, answer, **kwargs):
@@ -30,15 +31,17 @@ LOAD = dict(backend="transformers", max_seq_length=512, load_in_4bit=False, fast
 TRAIN = dict(preset="cpu-smoke", reward_weights=[2.0, 0.5], reward_timeout=45.0, heldout_n=2, heldout_samples=2,
              overrides=dict(max_steps=1, num_generations=2, per_device_train_batch_size=2, max_completion_length=6,
                             learning_rate=3e-5, beta=0.02, temperature=0.7, seed=5))
+HELDOUT = {"heldout_n": "n", "heldout_samples": "samples"}  # train()'s keywords for the fields of RunSettings.heldout
 # The GRPOConfig fields that name where a run writes, which differ between two runs of the same settings.
 WHERE = {"output_dir", "logging_dir", "run_name"}
 
 
 def test_every_load_and_train_setting_differs_from_its_default():
-    load_defaults, run_defaults = LoadSettings(), RunSettings(model="m", rewards=["r"])
+    load_defaults, run_defaults, heldout_defaults = LoadSettings(), RunSettings(model="m", rewards=["r"]), Heldout()
     assert {name for name in LOAD if LOAD[name] == getattr(load_defaults, name)} == set()
     assert {f.name for f in dataclasses.fields(LoadSettings)} == set(LOAD)
-    assert {name for name in TRAIN if TRAIN[name] == getattr(run_defaults, name)} == set()
+    assert {name for name in TRAIN if name not in HELDOUT and TRAIN[name] == getattr(run_defaults, name)} == set()
+    assert {name for name, field in HELDOUT.items() if TRAIN[name] == getattr(heldout_defaults, field)} == set()
     assert TRAIN["preset"] in TRAINING_PRESETS
 
 
@@ -56,7 +59,9 @@ def test_a_run_and_the_launch_kit_built_from_it_are_configured_identically(tiny_
 
     record = read_run(first.output_dir)
     assert record.settings.load == LoadSettings(**LOAD)
-    assert {key: getattr(record.settings, key) for key in TRAIN} == TRAIN
+    assert {key: getattr(record.settings, key) for key in TRAIN if key not in HELDOUT} == {
+        key: value for key, value in TRAIN.items() if key not in HELDOUT}
+    assert {key: getattr(record.settings.heldout, field) for key, field in HELDOUT.items()} == {key: TRAIN[key] for key in HELDOUT}
     assert record.settings.rewards == [f"{__name__}:digit_reward", f"{__name__}:length_reward"]
     assert record.chosen["backend"] == "transformers" and record.chosen["preset"] == "cpu-smoke"
 
@@ -74,17 +79,15 @@ def test_a_run_and_the_launch_kit_built_from_it_are_configured_identically(tiny_
     assert again.evaluation.trained.n == first.evaluation.trained.n == 2 and 2 in again.evaluation.trained.pass_at_k
 
 
-def test_run_yaml_round_trips_and_reads_the_older_layout(tmp_path):
+def test_run_yaml_round_trips(tmp_path):
     settings = RunSettings(model="m", rewards=["exact_match_reward"], load=LoadSettings(lora_rank=32),
                            reward_weights=[2.0], reward_timeout=None, overrides={"max_steps": 3})
     assert RunSettings.from_dict(yaml.safe_load(yaml.safe_dump(settings.to_dict()))) == settings
-    (tmp_path / "run.yaml").write_text(yaml.safe_dump({
-        "model": "m", "backend": "unsloth", "lora_rank": 32, "rewards": ["exact_match_reward"], "preset": "auto",
-        "overrides": {"max_steps": 3, "reward_weights": [2.0]}, "reward_timeout": None, "grpo_config": {"beta": 0.04}}))
-    old = read_run(tmp_path)
-    assert old.settings == dataclasses.replace(settings, load=None)
-    assert old.fixed() == {"model": "m", "backend": "unsloth", "lora_rank": 32, "rewards": ["exact_match_reward"]}
-    assert old.grpo_config == {"beta": 0.04}
+    RunRecord(settings, chosen={"backend": "unsloth"}, grpo_config={"beta": 0.04}).write(tmp_path / "run.yaml")
+    record = read_run(tmp_path)
+    assert record.settings == settings
+    assert record.fixed() == {"model": "m", "backend": "unsloth", "lora_rank": 32, "rewards": ["exact_match_reward"]}
+    assert record.grpo_config == {"beta": 0.04}
 
 
 def test_unknown_settings_are_refused_with_the_close_names(tmp_path, capsys):
@@ -103,10 +106,10 @@ def test_unknown_settings_are_refused_with_the_close_names(tmp_path, capsys):
     recipe.write_text("model: tiny\ndataset: {builtin: arithmetic}\nrewards: [gsm8kk]\npreset: cpu-smoke\n")
     assert main(["train", str(recipe)]) == 2  # before any model loads, in one line
     assert capsys.readouterr().err.strip().splitlines() == [
-        "grpo-lite: the run: unknown reward 'gsm8kk': did you mean gsm8k? presets are ['code', 'gsm8k', 'math', 'qa', "
-        "'summarization']; rewards.available() lists every reward name, and 'module:function' imports your own"]
-    recipe.write_text("model: tiny\ndataset: {builtin: arithmetic}\nrewards: [a]\nheldout_samples: 0\n")
-    with pytest.raises(ConfigError, match="heldout_samples=0: give the sampled completions per held-out row"):
+        "grpo-lite: the run: unknown reward 'gsm8kk'; did you mean gsm8k?; presets are ['code', 'gsm8k', 'math', 'qa', "
+        "'summarization']; rewards.registry.REWARDS names every reward, and 'module:function' imports your own"]
+    recipe.write_text("model: tiny\ndataset: {builtin: arithmetic}\nrewards: [a]\nheldout: {builtin: arithmetic, samples: 0}\n")
+    with pytest.raises(ConfigError, match=r"heldout samples=0 \(heldout_samples in train\(\)\): give the sampled completions"):
         read_recipe(recipe).validate()
 
 
@@ -115,8 +118,9 @@ def test_train_help_lists_every_setting_with_its_help():
     text = train_parser.format_help()
     for f in dataclasses.fields(RunSettings):
         assert f"  {f.name} " in text and f.metadata["help"][:30] in " ".join(text.split())
-    for f in dataclasses.fields(LoadSettings):
-        assert f"  load.{f.name} " in text
+    for section, cls in (("load", LoadSettings), ("heldout", Heldout)):
+        for f in dataclasses.fields(cls):
+            assert f"  {section}.{f.name} " in text
 
 
 def test_the_seed_decides_the_adapters_initial_weights_on_the_transformers_backend(tiny_model_dir):
@@ -141,7 +145,7 @@ def test_a_launch_kit_refuses_a_reward_it_could_not_import(tmp_path):
     def notebook_reward(completions, **kwargs):
         return [0.0] * len(completions)
 
-    from grpo_lite.run_record import reward_reference
+    from grpo_lite.run.record import reward_reference
 
     assert reward_reference(notebook_reward) == "notebook_reward"  # defined in a function: no importable path
     assert reward_reference(digit_reward) == f"{__name__}:digit_reward"

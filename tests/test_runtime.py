@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from grpo_lite import check_runtime, make_config, read_metrics, run_dir
-from grpo_lite.runtime import NoGPU, use_one_gpu
+from grpo_lite import check_runtime, read_metrics, run_dir
+from grpo_lite.machine.notebook import NoGPU, use_one_gpu
+from grpo_lite.run.config import make_config
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from grpo_lite import prepare_dataset, read_metrics
-from grpo_lite.stages import Stage, train_stages
+from grpo_lite.training.stages import Stage, train_stages
 
 QUICK = dict(preset="cpu-smoke", num_generations=4, per_device_train_batch_size=4, max_completion_length=12, dashboard=False)
 

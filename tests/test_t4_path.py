@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from grpo_lite import device
-from grpo_lite.config import auto_preset, vllm_options
+from grpo_lite.machine import device
+from grpo_lite.run.presets import auto_preset
+from grpo_lite.training.trainer import vllm_options
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -67,7 +68,7 @@ def test_a_t4_computes_in_fp16_everywhere(t4, monkeypatch, tiny_model_dir):
 
     import transformers
 
-    from grpo_lite.models import _load_transformers, choose_backend
+    from grpo_lite.model.load import _load_transformers, choose_backend
 
     loaded = {}
     real = transformers.AutoModelForCausalLM.from_pretrained
@@ -92,7 +93,8 @@ def test_a_model_without_a_vllm_engine_generates_through_transformers(tiny_model
     # Unsloth sets model.fast_generate on every model, as a guard that refuses vLLM arguments when
     # fast_inference=False (unsloth/models/_utils.py, make_fast_generate_wrapper; llama.py, from_pretrained);
     # only fast_inference=True sets model.vllm_engine.
-    from grpo_lite import generate, inference
+    from grpo_lite import generate
+    from grpo_lite.model import inference
 
     model, tokenizer = tiny_model
 
@@ -109,7 +111,7 @@ def test_a_model_without_a_vllm_engine_generates_through_transformers(tiny_model
 
 
 def test_fast_inference_auto_follows_the_unsloth_backend_and_a_vllm_trl_accepts(t4, monkeypatch):
-    from grpo_lite import models
+    from grpo_lite.model import load as models
 
     monkeypatch.setattr(models, "installed", lambda module: module in ("unsloth", "bitsandbytes"))
     monkeypatch.setattr(device, "vllm_version", lambda: "0.30.0")
@@ -129,8 +131,8 @@ def test_fast_inference_auto_follows_the_unsloth_backend_and_a_vllm_trl_accepts(
 
 
 def test_the_vllm_share_is_what_training_leaves_on_the_card():
-    from grpo_lite.models import vllm_share
-    from grpo_lite.planner import training_memory_gb
+    from grpo_lite.machine.planner import training_memory_gb
+    from grpo_lite.model.load import vllm_share
 
     share, why = vllm_share("Qwen2.5-1.5B", memory_gb=14.74, num_generations=8, max_completion_length=512)
     training, card = training_memory_gb("Qwen2.5-1.5B", 14.74, num_generations=8, max_completion_length=512)
@@ -142,13 +144,15 @@ def test_the_vllm_share_is_what_training_leaves_on_the_card():
 def test_a_model_with_a_vllm_engine_trains_with_colocated_vllm():
     # Unsloth's GRPOTrainer sets use_vllm=True and vllm_mode="colocate" for a model with vllm_engine
     # (unsloth/models/rl.py, the vllm_setter added to __init__); the config says the same, and vLLM's share.
-    from grpo_lite.models import Backend
+    from grpo_lite.model.load import _LOADED, Backend, LoadedModel
+    from grpo_lite.run.settings import LoadSettings
 
     class EngineModel:
         vllm_engine = object()
-        grpo_lite_backend = Backend("unsloth", "test", True, True, gpu_memory_utilization=0.55)
 
-    assert vllm_options(EngineModel()) == {"use_vllm": True, "vllm_mode": "colocate", "vllm_gpu_memory_utilization": 0.55}
+    model = EngineModel()
+    _LOADED[model] = LoadedModel("m", LoadSettings(), Backend("unsloth", "test", True, True, gpu_memory_utilization=0.55))
+    assert vllm_options(model) == {"use_vllm": True, "vllm_mode": "colocate", "vllm_gpu_memory_utilization": 0.55}
     assert vllm_options(object()) == {}
 
 
@@ -200,7 +204,7 @@ def test_the_readme_import_line_imports_unsloth_first_on_a_gpu(tmp_path):
 @pytest.mark.slow
 def test_the_cli_imports_unsloth_first_on_a_gpu(tmp_path):
     recorded = _with_stub_unsloth(tmp_path, f"""
-        from grpo_lite.cli import main
+        from grpo_lite.launch.cli import main
         main(["train", {str(ROOT / "examples" / "tiny_cpu.yaml")!r}, "--set", "max_steps=1"])
     """, cuda=True)
     assert recorded == {"transformers_before": False, "trl_before": False, "peft_before": False}
@@ -208,7 +212,7 @@ def test_the_cli_imports_unsloth_first_on_a_gpu(tmp_path):
 
 @pytest.mark.slow
 def test_unsloth_is_never_imported_without_a_gpu(tmp_path):
-    assert _with_stub_unsloth(tmp_path, "from grpo_lite import load_model, train\nimport grpo_lite.training\n", cuda=False) is None
+    assert _with_stub_unsloth(tmp_path, "from grpo_lite import load_model, train\nimport grpo_lite.training.trainer\n", cuda=False) is None
 
 
 def test_4bit_bitsandbytes_on_cpu_trains_with_kl_and_exports_a_16bit_merge(tiny_model_dir, tmp_path):
@@ -216,9 +220,11 @@ def test_4bit_bitsandbytes_on_cpu_trains_with_kl_and_exports_a_16bit_merge(tiny_
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from grpo_lite import export, generate, load_model, prepare_dataset, read_metrics, train
+    from grpo_lite.model.load import loaded_as
 
     model, tokenizer = load_model(str(tiny_model_dir), backend="transformers", load_in_4bit=True, lora_rank=8)
-    assert model.grpo_lite_backend.load_in_4bit and "bitsandbytes' CPU kernels" in model.grpo_lite_backend.reason
+    backend = loaded_as(model).backend
+    assert backend.load_in_4bit and "bitsandbytes' CPU kernels" in backend.reason
     assert sum(isinstance(m, bnb.nn.Linear4bit) for m in model.modules()) == 14  # 7 projections x 2 layers
     dataset = prepare_dataset([{"question": f"What is {i} + {i}?", "answer": str(2 * i)} for i in range(16)], system_prompt=None)
 
@@ -256,10 +262,10 @@ def test_4bit_bitsandbytes_on_cpu_trains_after_generating_in_eval_mode(tiny_mode
 
 
 def test_the_planner_models_the_gpu_path():
-    from grpo_lite.planner import GPUS, plan
+    from grpo_lite.machine.planner import GPUS, plan
 
     # TRL 1.15 projects through the LM head in 4096 x 32768 tiles (trl/kernels/chunked_logprob.py), never holding
-    # the [tokens, vocab] logits that the CPU stand-in (grpo_lite.trl_compat) materialises.
+    # the [tokens, vocab] logits that the CPU stand-in (grpo_lite.training.trl_compat) materialises.
     chunked = plan("Qwen2.5-1.5B", gpu="T4", num_generations=8, max_completion_length=512)
     full = plan("Qwen2.5-1.5B", gpu="T4", num_generations=8, max_completion_length=512, logits="full")
     assert chunked.parts["logits"] < 0.5 < 4.0 < full.parts["logits"]
@@ -273,7 +279,8 @@ def test_the_planner_models_the_gpu_path():
 def test_the_demo_trains_on_the_cpu_unquantized_on_a_gpu_machine(monkeypatch, tmp_path):
     # A GPU is simulated: with bitsandbytes installed, load_model's default load_in_4bit=True would quantize a model
     # that the demo trains whole, on the cpu-smoke preset (use_cpu=True) while the weights sat on cuda:0.
-    from grpo_lite import demo, models
+    from grpo_lite.launch import demo
+    from grpo_lite.model import load as models
 
     monkeypatch.setattr(models, "cuda_available", lambda: True)
     loaded = {}
@@ -281,7 +288,7 @@ def test_the_demo_trains_on_the_cpu_unquantized_on_a_gpu_machine(monkeypatch, tm
 
     def load_model(*args, **kwargs):
         model, tokenizer = real_load(*args, **kwargs)
-        loaded["backend"], loaded["device"] = model.grpo_lite_backend, next(model.parameters()).device
+        loaded["backend"], loaded["device"] = models.loaded_as(model).backend, next(model.parameters()).device
         return model, tokenizer
 
     monkeypatch.setattr(models, "load_model", load_model)
@@ -291,7 +298,7 @@ def test_the_demo_trains_on_the_cpu_unquantized_on_a_gpu_machine(monkeypatch, tm
 
 
 def test_4bit_weights_without_lora_are_refused_before_loading(tiny_model_dir):
-    from grpo_lite.models import BackendError, load_model
+    from grpo_lite.model.load import BackendError, load_model
 
     with pytest.raises(BackendError, match="4-bit weights cannot be trained themselves"):
         load_model(str(tiny_model_dir), backend="transformers", load_in_4bit=True, lora_rank=None)
@@ -300,7 +307,7 @@ def test_4bit_weights_without_lora_are_refused_before_loading(tiny_model_dir):
 def test_the_vllm_share_stays_within_unsloths_own_tier_for_the_card():
     # unsloth_zoo/vllm_utils.py: Unsloth's own shares stop at 0.825 on a 22 GB L4 (0.875 left too little for
     # training there); the planner alone gave a small model 0.85.
-    from grpo_lite.models import unsloth_vllm_tier, vllm_share
+    from grpo_lite.model.load import unsloth_vllm_tier, vllm_share
 
     share, why = vllm_share("Qwen2.5-0.5B", memory_gb=22.5, num_generations=8, max_completion_length=256)
     assert share == unsloth_vllm_tier(22.5) == 0.825 and "capped at Unsloth's" in why

@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from grpo_lite import time_limit
-from grpo_lite.time_limit import SIGNAL, TimedOut, TimeLimit, unavailable_reason
+from grpo_lite.guards import time_limit
+from grpo_lite.guards.time_limit import SIGNAL, TimedOut, TimeLimit, unavailable_reason
 
 
 def test_an_awaiting_coroutine_is_reported_where_it_waits_and_cancelled():
@@ -59,7 +59,7 @@ def test_a_plain_call_runs_on_the_calling_thread_and_is_stopped_there():
         with pytest.raises(TimedOut) as hang:
             limit.call(busy_then_asleep, spin)
         assert time.monotonic() - started < 30 and "in busy_then_asleep" in hang.value.stack
-        assert "grpo_lite/time_limit.py" not in hang.value.stack  # the stack starts at the call
+        assert "grpo_lite/guards/time_limit.py" not in hang.value.stack  # the stack starts at the call
     assert threads == [threading.main_thread()] * 2 and stopped == [True, False]
     assert limit.call(lambda: 7) == 7  # and the next call runs normally
 
@@ -127,7 +127,7 @@ def test_a_hang_that_holds_the_gil_ends_the_process_with_its_stack():
     # faulthandler prints the stacks and ends the process instead of letting it hang silently.
     script = textwrap.dedent("""
         import re
-        import grpo_lite.time_limit as time_limit
+        import grpo_lite.guards.time_limit as time_limit
 
         time_limit.GIL_GRACE = 1.0
 

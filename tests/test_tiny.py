@@ -2,7 +2,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from grpo_lite.tiny import build_tiny_model, build_tokenizer
+from grpo_lite.model.tiny import build_tiny_model, build_tokenizer
 
 
 def test_tiny_model_loads_with_plain_transformers_and_round_trips_text(tiny_model_dir):
@@ -39,7 +39,7 @@ def test_building_does_not_disturb_the_callers_rng(tmp_path):
 def test_like_a_known_model_has_its_shape_and_vocabulary(tmp_path):
     """What the GPU tests and benchmarks measure on: Qwen2.5-0.5B's shape, 151,936-entry vocabulary included (the
     logits' memory depends on it), and text for every id a random model samples."""
-    from grpo_lite.planner import model_shape
+    from grpo_lite.machine.planner import model_shape
 
     folder = build_tiny_model(tmp_path / "q", like="qwen2.5-0.5b", dtype="bfloat16")
     assert model_shape(folder) == model_shape("qwen2.5-0.5b")

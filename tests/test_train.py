@@ -1,8 +1,10 @@
 import pytest
 import torch
 
-from grpo_lite import RewardFailure, prepare_dataset, read_metrics, train
-from grpo_lite.run_record import read_run
+from grpo_lite import prepare_dataset, read_metrics, train
+from grpo_lite.guards.reward_calls import RewardFailure
+from grpo_lite.run.record import read_run
+from grpo_lite.run.settings import ConfigError
 
 QUICK = dict(preset="cpu-smoke", max_steps=3, num_generations=4, per_device_train_batch_size=4, max_completion_length=12)
 
@@ -91,11 +93,11 @@ def test_rewards_without_kwargs_and_missing_prompt_column_are_refused(tiny_model
     def no_kwargs(completions):
         return [0.0] * len(completions)
 
-    with pytest.raises(TypeError, match=r"'no_kwargs' must accept \*\*kwargs"):
+    with pytest.raises(ConfigError, match=r"the run: reward function 'no_kwargs' must accept \*\*kwargs"):
         train(model, tokenizer, arithmetic, [no_kwargs], output_dir=tmp_path, **QUICK)
     with pytest.raises(ValueError, match="no 'prompt' column"):
         train(model, tokenizer, arithmetic.rename_column("prompt", "question"), [length_reward], output_dir=tmp_path, **QUICK)
-    with pytest.raises(ValueError, match="reward_weights has 1 values for 2"):
+    with pytest.raises(ConfigError, match="reward_weights has 1 values for the 2 reward functions"):
         train(model, tokenizer, arithmetic, [length_reward, digit_reward], output_dir=tmp_path, reward_weights=[1.0], **QUICK)
 
 

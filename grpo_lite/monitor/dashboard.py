@@ -11,12 +11,12 @@ main process draws. In a notebook a Stop button ends training after the current 
 
 It only draws: the samples it shows are the run's :class:`~grpo_lite.monitor.samples.SampleLog`'s, the
 metrics come from the Trainer's logs, and the Stop button asks the trainer's
-:class:`~grpo_lite.stopping.StopSwitch`. ``grpo_lite.train`` attaches one (and removes the Trainer's own
+:class:`~grpo_lite.run.stopping.StopSwitch`. ``grpo_lite.train`` attaches one (and removes the Trainer's own
 progress printing, so the dashboard is the run's one voice); with a bare TRL trainer::
 
     samples, dashboard = SampleLog("outputs/run"), LiveDashboard("outputs/run")
     trainer = GRPOTrainer(..., callbacks=[samples, dashboard])   # samples first: the dashboard shows them
-    attach_all(trainer)                                           # grpo_lite.callbacks
+    attach_all(trainer)                                           # grpo_lite.run.callbacks
     trainer.train()
 """
 
@@ -26,10 +26,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..callbacks import RunCallback
 from ..log import logger
-from ..run_files import DASHBOARD_FILE, replace_file
-from ..stopping import StopSwitch, stop_switch
+from ..model.load import loaded_as
+from ..run.callbacks import RunCallback
+from ..run.files import DASHBOARD_FILE, replace_file
+from ..run.stopping import StopSwitch, stop_switch
 from .figure import dashboard_figure, figure_png
 from .health import HealthMonitor
 from .metrics import read_metrics
@@ -57,7 +58,7 @@ class LiveDashboard(RunCallback):
             frame, drawn when training ends, comes on top).
         min_interval: seconds between two redraws of the numbers and samples.
         samples_shown: how many of the newest completions the table shows.
-        stop_button: show a Stop button in notebooks (it asks the trainer's :class:`~grpo_lite.stopping.StopSwitch`).
+        stop_button: show a Stop button in notebooks (it asks the trainer's :class:`~grpo_lite.run.stopping.StopSwitch`).
     """
 
     def __init__(self, output_dir: str | Path | None = None, *, trainer=None, view: str = "auto",
@@ -130,9 +131,9 @@ class LiveDashboard(RunCallback):
         self.health = HealthMonitor(beta=getattr(args, "beta", None), max_steps=state.max_steps, reward_names=reward_names)
         for record in self.history:
             self.health.update(record)
-        backend = getattr(getattr(model, "grpo_lite_backend", None), "name", None)
+        loaded = loaded_as(model)
         name = str(getattr(getattr(model, "config", None), "_name_or_path", "") or type(model).__name__)
-        self.header = {"model": Path(name).name or name, "backend": backend or "transformers"}
+        self.header = {"model": Path(name).name or name, "backend": loaded.backend.name if loaded else "transformers"}
         self._train_start = time.perf_counter()
         self._trained_until = None
         self._start_step = state.global_step

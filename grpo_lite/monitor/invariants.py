@@ -1,6 +1,6 @@
 """GRPO invariants, checked at every logged step and written next to TRL's metrics.
 
-Cheap checks of what must hold when GRPO works (see ``grpo_lite.algo`` and ``rewards.advantages``); most
+Cheap checks of what must hold when GRPO works (see tests/reference_loss.py and ``rewards.advantages``); most
 "it does not learn" reports break one of them. Each value goes into the step's logs as
 ``invariants/<name>``, so metrics.jsonl keeps it and the health rules (:mod:`.health`) can warn:
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from ..callbacks import RunCallback
+from ..run.callbacks import RunCallback
 from .health import metric, reward_trend
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from ..run_files import METRICS_FILE, SUMMARY_FILE, append_jsonl, in_run, read_jsonl, write_json, write_jsonl
+from ..run.files import METRICS_FILE, SUMMARY_FILE, append_jsonl, in_run, read_jsonl, write_json, write_jsonl
 
 SUMMARY_KEYS = ("train_runtime", "train_loss", "train_samples_per_second", "train_steps_per_second")
 

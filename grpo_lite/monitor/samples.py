@@ -14,8 +14,8 @@ from typing import Any
 
 from rewards.combine import weighted_total
 
-from ..callbacks import RunCallback
-from ..run_files import SAMPLES_FILE, append_jsonl, in_run, read_jsonl, write_jsonl
+from ..run.callbacks import RunCallback
+from ..run.files import SAMPLES_FILE, append_jsonl, in_run, read_jsonl, write_jsonl
 
 
 def _text(value: Any) -> str:

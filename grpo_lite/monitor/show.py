@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..run_files import RUN_FILE
-from ..run_record import read_run
+from ..run.files import RUN_FILE
+from ..run.record import read_run
 from .dashboard import LiveDashboard, duration
 from .health import HealthMonitor
 from .metrics import read_metrics

@@ -140,7 +140,7 @@ class TerminalView:
         self.live.update(frame_rich(frame), refresh=True)
 
     def poll(self) -> None:
-        """Ctrl-C is the terminal's stop control (see ``grpo_lite.stopping.InterruptStops``)."""
+        """Ctrl-C is the terminal's stop control (see ``grpo_lite.run.stopping.InterruptStops``)."""
 
     def close(self) -> None:
         self.live.stop()

@@ -23,7 +23,7 @@ def characters_reward(completions, **kwargs):
 # A Colab T4 as the libraries that choose a dtype see it: compute capability 7.5. Unsloth decides bf16 once, as it is
 # imported (unsloth/models/_utils.py: SUPPORTS_BFLOAT16 = capability[0] >= 8, read through
 # unsloth/device_type.py cuda_current_capability, so the T4's fp16 model), and grpo_lite at train time
-# (grpo_lite/device.py supports_bf16: the t4-16gb preset, fp16). torch.compile's code generator asks the same
+# (grpo_lite/machine/device.py supports_bf16: the t4-16gb preset, fp16). torch.compile's code generator asks the same
 # function which GPU to build its Triton kernels for (torch/_dynamo/device_interface.py, get_compute_capability):
 # it is told the real card's, since kernels built for sm_75 do not load on the card this runs on. Unsloth replaces
 # the function with a cache of the first answer (_cache_device_capability), so the answer by caller is put back

@@ -3,6 +3,7 @@
 import torch
 
 from grpo_lite import load_model
+from grpo_lite.model.load import loaded_as
 
 LINEAR_LAYERS = 24 * 7  # Qwen2.5-0.5B: 24 layers of q, k, v, o, gate, up, down
 
@@ -19,7 +20,7 @@ def trainable(model) -> list[str]:
 
 def test_unsloth_loads_4bit_with_lora_and_its_own_gradient_checkpointing(model_dir):
     model, tokenizer = load_model(str(model_dir), backend="unsloth", lora_rank=16)
-    backend = model.grpo_lite_backend
+    backend = loaded_as(model).backend
     assert (backend.name, backend.load_in_4bit) == ("unsloth", True)
     # no vLLM on this machine: fast_inference="auto" falls back to transformers' generate and says why
     assert not backend.fast_inference and "fast_inference off" in backend.reason
@@ -34,7 +35,7 @@ def test_unsloth_loads_4bit_with_lora_and_its_own_gradient_checkpointing(model_d
 
 def test_transformers_backend_loads_4bit_through_bitsandbytes(model_dir):
     model, _ = load_model(str(model_dir), backend="transformers", lora_rank=16)
-    backend = model.grpo_lite_backend
+    backend = loaded_as(model).backend
     assert (backend.name, backend.load_in_4bit, backend.fast_inference) == ("transformers", True, False)
     assert four_bit_layers(model) == LINEAR_LAYERS
     assert trainable(model) and all("lora_" in name for name in trainable(model))

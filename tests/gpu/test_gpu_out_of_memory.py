@@ -6,8 +6,9 @@ from on_gpu import run_in_fresh_interpreter
 OVERSIZE_THEN_FIT = """
 import gc, torch
 from on_gpu import characters_reward
-from grpo_lite import OutOfMemory, load_builtin, load_model, plan, prepare_dataset, read_metrics, train
-from grpo_lite.data import prompt_lengths
+from grpo_lite import load_builtin, load_model, plan, prepare_dataset, read_metrics, train
+from grpo_lite.guards.out_of_memory import OutOfMemory
+from grpo_lite.data.prepare import prompt_lengths
 model, tokenizer = load_model(model_dir, backend="unsloth", lora_rank=16)
 dataset = prepare_dataset(load_builtin("arithmetic")[:64])
 card_gb = torch.cuda.get_device_properties(0).total_memory / 2**30

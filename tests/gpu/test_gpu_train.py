@@ -8,7 +8,8 @@ import torch
 from on_gpu import SHORT_RUN, characters_reward
 from real_unsloth import NO_UNSLOTH, run_script
 
-from grpo_lite import evaluate, export, generate, load_model, preview, read_metrics, read_samples, train
+from grpo_lite import evaluate, export, generate, load_model, preview, read_metrics, train
+from grpo_lite.monitor.samples import read_samples
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 
 from grpo_lite import load_model, prepare_dataset, read_metrics, train
-from grpo_lite.tiny import build_tiny_model
+from grpo_lite.model.tiny import build_tiny_model
 
 STREAM = Path(__file__).with_name("healthy.jsonl")
 

@@ -1,0 +1,207 @@
+"""Rows -> GRPO prompts: read the user's data, validate it, build chat prompts, filter long prompts.
+
+GRPOTrainer wants a ``prompt`` column (a list of chat messages) and passes every other column to the
+reward functions. ``prepare_dataset`` builds exactly that from a list of dicts, a ``datasets.Dataset``
+or a CSV/JSONL file, and says which row and column is wrong when the data is bad.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from rewards.extract import gold_text
+
+from ..log import logger
+
+REASONING_SYSTEM_PROMPT = (
+    "Respond in the following format:\n"
+    "<reasoning>\n[Your step-by-step thinking]\n</reasoning>\n"
+    "<answer>\n[Final answer]\n</answer>"
+)
+
+BUILTIN_DATASETS = Path(__file__).parents[1] / "assets" / "datasets"
+
+
+class DatasetError(ValueError):
+    """The data cannot become GRPO prompts; the message names the row and column and how to fix it."""
+
+
+def load_rows(source: Any):
+    """A ``datasets.Dataset`` from a Dataset, a list of dicts, or a ``.csv`` / ``.jsonl`` / ``.json`` path."""
+    from datasets import Dataset
+
+    if isinstance(source, Dataset):
+        return source
+    if isinstance(source, (str, Path)):
+        path = Path(source)
+        if not path.exists():
+            raise DatasetError(f"data file {str(path)!r} does not exist")
+        suffix = path.suffix.lower()
+        if suffix == ".csv":
+            return Dataset.from_csv(str(path))
+        if suffix in (".jsonl", ".json"):
+            return Dataset.from_json(str(path))
+        raise DatasetError(f"cannot read {path.name!r}: use a .csv, .jsonl or .json file, or pass a list of dicts")
+    if isinstance(source, Iterable) and not isinstance(source, (dict, bytes)):
+        rows = list(source)
+        if not rows:
+            raise DatasetError("the data has no rows")
+        for index, row in enumerate(rows):
+            if not isinstance(row, dict):
+                raise DatasetError(f"row {index} is a {type(row).__name__}, expected a dict of column -> value")
+        return rows
+    raise DatasetError(
+        f"cannot read data of type {type(source).__name__}: pass a datasets.Dataset, a list of dicts or a file path"
+    )
+
+
+def _to_dataset(rows: list[dict[str, Any]]):
+    """``Dataset.from_list``, naming the column when Arrow cannot store it (mixed value types)."""
+    from datasets import Dataset
+
+    try:
+        return Dataset.from_list(rows)
+    except Exception as error:
+        for column in {key for row in rows for key in row}:
+            kinds = {type(row.get(column)).__name__ for row in rows if row.get(column) is not None}
+            if len(kinds) > 1:
+                raise DatasetError(f"column {column!r} mixes value types {sorted(kinds)}; make them all one type") from error
+        raise
+
+
+def _gold_answer(value: Any, row: int, column: str) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise DatasetError(
+            f"row {row}, column {column!r}: expected text or a number, got {type(value).__name__} ({value!r:.60})"
+        )
+    return gold_text(value)
+
+
+def prepare_dataset(
+    rows_or_dataset: Any,
+    *,
+    question: str = "question",
+    answer: str | None = "answer",
+    system_prompt: str | None = REASONING_SYSTEM_PROMPT,
+    tokenizer: Any = None,
+    max_prompt_tokens: int | None = None,
+    on_long_prompt: str = "drop",
+):
+    """Turn rows into a GRPO dataset with a chat ``prompt`` column and a gold ``answer`` column.
+
+    Args:
+        rows_or_dataset: a ``datasets.Dataset``, a list of dicts, or a CSV / JSONL path.
+        question: column holding the question text.
+        answer: column holding the gold answer (GSM8K ``... #### 42`` answers become ``"42"``, the full
+            text is kept as ``solution``); ``None`` when the task has no gold answer (e.g. code tests).
+        system_prompt: system message put before every question; ``None`` for none.
+        tokenizer: when given, prompt lengths are measured with its chat template and reported.
+        max_prompt_tokens: with a tokenizer, prompts longer than this are dropped (``on_long_prompt="drop"``)
+            or rejected with an error naming the first one (``"error"``). GRPOConfig has no
+            ``max_prompt_length`` any more, so this is where long prompts are handled.
+
+    Other columns are kept: GRPOTrainer passes them to reward functions as keyword arguments.
+
+    >>> ds = prepare_dataset([{"question": "What is 2+2?", "answer": "so #### 4"}])
+    >>> ds[0]["answer"], [(m["role"], m["content"]) for m in ds[0]["prompt"]][-1]
+    ('4', ('user', 'What is 2+2?'))
+    """
+    if on_long_prompt not in ("drop", "error"):
+        raise DatasetError(f"on_long_prompt={on_long_prompt!r}: use 'drop' or 'error'")
+    source = load_rows(rows_or_dataset)
+    is_list = isinstance(source, list)
+    columns = list(dict.fromkeys(key for row in source for key in row)) if is_list else source.column_names
+
+    def values(column: str) -> list[Any]:
+        return [row.get(column) for row in source] if is_list else source[column]
+
+    for role, column in (("question", question), ("answer", answer)):
+        if column is not None and column not in columns:
+            raise DatasetError(
+                f"column {column!r} (the {role}) is missing; the data has columns {columns}. "
+                f"Pass {role}='<your column>'" + (" or answer=None if there is no gold answer" if role == "answer" else "")
+            )
+    for index, text in enumerate(values(question)):
+        if text is None or (isinstance(text, str) and not text.strip()):
+            raise DatasetError(f"row {index}, column {question!r}: the question is empty; remove the row or fill it in")
+        if not isinstance(text, str):
+            raise DatasetError(
+                f"row {index}, column {question!r}: expected text, got {type(text).__name__} ({text!r:.60})"
+            )
+    raw_answers = values(answer) if answer else None
+    golds = [_gold_answer(value, i, answer) for i, value in enumerate(raw_answers)] if answer else None
+
+    def to_prompt(row: dict[str, Any], index: int) -> dict[str, Any]:
+        messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
+        messages.append({"role": "user", "content": row[question]})
+        out: dict[str, Any] = {"prompt": messages}
+        if golds is not None:
+            if "####" in str(raw_answers[index]):
+                out["solution"] = str(raw_answers[index])
+            out["answer"] = golds[index]
+        return out
+
+    replaced = {c for c in (question, answer, "prompt") if c is not None}
+    if is_list:
+        prepared = _to_dataset(
+            [{**{k: v for k, v in row.items() if k not in replaced}, **to_prompt(row, i)} for i, row in enumerate(source)]
+        )
+    else:
+        prepared = source.map(to_prompt, with_indices=True, remove_columns=[c for c in replaced if c in columns])
+    if tokenizer is None:
+        if max_prompt_tokens is not None:
+            raise DatasetError("max_prompt_tokens needs a tokenizer: pass tokenizer=... to measure prompt lengths")
+        return prepared
+    lengths = prompt_lengths(prepared, tokenizer)
+    logger.info(describe_lengths(lengths))
+    if max_prompt_tokens is None:
+        return prepared
+    too_long = [i for i, n in enumerate(lengths) if n > max_prompt_tokens]
+    if too_long and on_long_prompt == "error":
+        first = too_long[0]
+        raise DatasetError(
+            f"row {first}: the prompt is {lengths[first]} tokens, over max_prompt_tokens={max_prompt_tokens} "
+            f"({len(too_long)} rows are). Raise max_prompt_tokens, shorten the system prompt, or use "
+            "on_long_prompt='drop'"
+        )
+    if too_long:
+        logger.info(f"dropped {len(too_long)} of {len(lengths)} prompts over {max_prompt_tokens} tokens")
+        keep = sorted(set(range(len(lengths))) - set(too_long))
+        prepared = prepared.select(keep)
+    return prepared
+
+
+def prompt_lengths(dataset, tokenizer) -> list[int]:
+    """Token count of each row's prompt after the chat template, generation prompt included."""
+    return [
+        len(tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"])
+        for messages in dataset["prompt"]
+    ]
+
+
+def describe_lengths(lengths: list[int]) -> str:
+    ordered = sorted(lengths)
+    p95 = ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
+    return (
+        f"prompt tokens over {len(lengths)} rows: min {ordered[0]}, "
+        f"median {int(statistics.median(ordered))}, p95 {p95}, max {ordered[-1]}"
+    )
+
+
+def load_builtin(name: str) -> list[dict[str, Any]]:
+    """Rows of a built-in offline dataset: ``"arithmetic"`` (word problems) or ``"code_tasks"``."""
+    if name == "arithmetic":
+        from .arithmetic import arithmetic_problems
+
+        return arithmetic_problems()
+    path = BUILTIN_DATASETS / f"{name}.jsonl"
+    if not path.exists():
+        available = ["arithmetic"] + sorted(p.stem for p in BUILTIN_DATASETS.glob("*.jsonl"))
+        raise DatasetError(f"no built-in dataset {name!r}; available: {available}")
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

@@ -1,0 +1,260 @@
+"""Held-out evaluation: how often the model is right, well formatted, and what each reward says.
+
+``evaluate`` generates one greedy completion per row (accuracy, format rate, mean rewards) and, with
+``heldout_samples=k``, k sampled completions per row for pass@k. ``score`` does the arithmetic on given
+completions, so a report can be checked by hand. ``compare`` puts a base and a trained report side by side.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from math import comb
+from typing import Any
+
+from rich.console import Group
+from rich.markup import escape
+from rich.table import Table
+
+from rewards import resolve_rewards
+from rewards.calling import as_trl_completion, call_reward
+from rewards.combine import reward_name
+from rewards.diagnoses import is_correct
+from rewards.display import RichReport
+
+from ..model.inference import sample
+
+EXAMPLES_SHOWN = 3
+
+
+def _default_correctness():
+    from rewards import numeric_correctness_reward
+
+    return numeric_correctness_reward
+
+
+def _default_format():
+    from rewards import soft_xml_format_reward
+
+    return soft_xml_format_reward
+
+
+def pass_at_k(samples: int, num_correct: int, k: int) -> float:
+    """Chance that at least one of k completions drawn from ``samples`` (``num_correct`` right) is right.
+
+    The unbiased estimator 1 - C(n-c, k) / C(n, k) of Chen et al. (2021), "Evaluating Large Language Models
+    Trained on Code".
+    """
+    if k > samples:
+        raise ValueError(f"pass@{k} needs at least {k} samples per row; raise heldout_samples to {k}")
+    return 1.0 - comb(samples - num_correct, k) / comb(samples, k)
+
+
+def powers_of_two(samples: int) -> list[int]:
+    """1, 2, 4, ... up to samples, and samples itself."""
+    ks = [k for k in (2**i for i in range(samples.bit_length())) if k <= samples]
+    return sorted({*ks, samples})
+
+
+@dataclass
+class EvalReport(RichReport):
+    """What ``evaluate`` found; ``print(report)`` shows a table."""
+
+    n: int
+    accuracy: float
+    format_rate: float
+    mean_rewards: dict[str, float]
+    pass_at_k: dict[int, float] = field(default_factory=dict)
+    examples: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Numbers only (no examples), ready for JSON."""
+        return {
+            "n": self.n,
+            "accuracy": self.accuracy,
+            "format_rate": self.format_rate,
+            "mean_rewards": dict(self.mean_rewards),
+            "pass_at_k": {str(k): v for k, v in self.pass_at_k.items()},
+        }
+
+    def rows(self) -> list[tuple[str, float]]:
+        """(label, value) pairs in the order the table shows them."""
+        rows = [("accuracy", self.accuracy), ("format rate", self.format_rate)]
+        rows += [(f"pass@{k}", v) for k, v in self.pass_at_k.items()]
+        rows += [(f"mean {name}", v) for name, v in self.mean_rewards.items()]
+        return rows
+
+    def __rich__(self) -> Table:
+        table = Table(title=f"evaluation on {self.n} rows")
+        table.add_column("metric")
+        table.add_column("value", justify="right")
+        for label, value in self.rows():
+            table.add_row(label, f"{value:.3f}")
+        return table
+
+
+def _mean(values: Sequence[float | None]) -> float:
+    """Mean over the completions a reward applies to (``None`` means it does not, as in TRL)."""
+    scored = [v for v in values if v is not None]
+    return sum(scored) / len(scored) if scored else float("nan")
+
+
+def _text(completion) -> str:
+    return getattr(completion, "text", completion)
+
+
+def _columns(rows: Sequence[dict[str, Any]], repeat: int) -> dict[str, list[Any]]:
+    """Dataset columns as reward keywords (as TRL passes them), each value repeated once per completion."""
+    names = [c for c in rows[0] if c not in ("prompt", "completion")]
+    return {c: [row[c] for row in rows for _ in range(repeat)] for c in names}
+
+
+def score(
+    rows: Sequence[dict[str, Any]],
+    completions: Sequence[str],
+    rewards: Any = None,
+    *,
+    sampled: Sequence[Sequence[str]] | None = None,
+    correctness: Callable | None = None,
+    format_reward: Callable | None = None,
+) -> EvalReport:
+    """The report for given completions: ``completions[i]`` answers ``rows[i]``; ``sampled[i]`` are k more.
+
+    A completion is correct when ``correctness`` (default ``rewards.numeric_correctness_reward``) gives it a
+    positive score; well formatted when ``format_reward`` (default ``rewards.soft_xml_format_reward``) does.
+    Completions are texts or :class:`~grpo_lite.model.inference.Completion` (whose token ids the rewards then get);
+    every function is called as training calls it (``rewards.calling.call_reward``: a chat message for a chat
+    prompt, ``async`` ones awaited).
+    """
+    if len(completions) != len(rows):
+        raise ValueError(f"score: {len(completions)} completions for {len(rows)} rows; pass one per row")
+    if rows and "answer" not in rows[0]:
+        raise ValueError("score: the dataset has no 'answer' column; prepare it with prepare_dataset(..., answer=...)")
+    correctness = correctness or _default_correctness()
+    format_reward = format_reward or _default_format()
+    prompts = [row["prompt"] for row in rows]
+    columns = _columns(rows, 1)
+
+    def scores(func, prompts, completions, columns):
+        return call_reward(func, prompts=prompts, completions=[as_trl_completion(p, _text(c)) for p, c in zip(prompts, completions)],
+                           completion_ids=[list(getattr(c, "token_ids", ())) for c in completions], **columns)
+
+    correct = scores(correctness, prompts, completions, columns)
+    formatted = scores(format_reward, prompts, completions, columns)
+    extra = resolve_rewards(rewards)[0] if rewards is not None else []
+    mean_rewards = {reward_name(f): _mean(scores(f, prompts, completions, columns)) for f in extra}
+
+    pass_k: dict[int, float] = {}
+    if sampled is not None:
+        k = len(sampled[0])
+        flat = [c for row_samples in sampled for c in row_samples]
+        sample_scores = scores(correctness, [p for p in prompts for _ in range(k)], flat, _columns(rows, k))
+        num_correct = [sum(is_correct(s) for s in sample_scores[i * k : (i + 1) * k]) for i in range(len(rows))]
+        pass_k = {j: sum(pass_at_k(k, c, j) for c in num_correct) / len(rows) for j in powers_of_two(k)}
+
+    examples = [
+        {"prompt": row["prompt"], "answer": row["answer"], "completion": _text(completion),
+         "correct": is_correct(c), "formatted": bool(f and f > 0)}
+        for row, completion, c, f in zip(rows, completions, correct, formatted)
+    ]
+    return EvalReport(
+        n=len(rows),
+        accuracy=sum(e["correct"] for e in examples) / len(rows),
+        format_rate=sum(e["formatted"] for e in examples) / len(rows),
+        mean_rewards=mean_rewards,
+        pass_at_k=pass_k,
+        examples=examples,
+    )
+
+
+def evaluate(
+    model,
+    tokenizer,
+    dataset,
+    rewards: Any = None,
+    *,
+    heldout_n: int | None = None,
+    heldout_samples: int = 1,
+    max_completion_length: int = 128,
+    temperature: float = 1.0,
+    batch_size: int = 16,
+    seed: int = 0,
+    correctness: Callable | None = None,
+    format_reward: Callable | None = None,
+    progress: str | None = "evaluating",
+) -> EvalReport:
+    """Evaluate ``model`` on the first ``heldout_n`` rows of a ``prepare_dataset`` dataset (``prompt`` and ``answer``).
+
+    Example::
+
+        report = evaluate(model, tokenizer, test_set, rewards="gsm8k", heldout_n=200, heldout_samples=4)
+        report.accuracy, report.pass_at_k[4]
+
+    Accuracy and format rate use one greedy completion per row; ``heldout_samples > 1`` also draws that many
+    completions at ``temperature`` (seeded by ``seed``) for pass@k. ``progress`` labels the progress bars over
+    the prompts (None: no bars).
+    """
+    import torch
+
+    rows = [dict(row) for row in (dataset.select(range(min(heldout_n, len(dataset)))) if heldout_n is not None else dataset)]
+    if not rows:
+        raise ValueError("evaluate: the dataset is empty (or heldout_n=0); pass at least one row")
+    if "prompt" not in rows[0]:
+        raise ValueError("evaluate: the dataset has no 'prompt' column; build it with grpo_lite.prepare_dataset")
+    prompts = [row["prompt"] for row in rows]
+    options = dict(max_completion_length=max_completion_length, batch_size=batch_size)
+    label = (lambda what: f"{progress}: {what}") if progress is not None else (lambda what: None)
+    greedy = sample(model, tokenizer, prompts, progress=label("greedy"), **options)
+    sampled = None
+    if heldout_samples > 1:
+        with torch.random.fork_rng():  # seeded, and the caller's random stream (a training run's) left as it was
+            torch.manual_seed(seed)
+            flat = sample(model, tokenizer, prompts, do_sample=True, temperature=temperature,
+                            num_return_sequences=heldout_samples, progress=label(f"{heldout_samples} samples each"), **options)
+        sampled = [flat[i * heldout_samples : (i + 1) * heldout_samples] for i in range(len(rows))]
+    return score(rows, greedy, rewards, sampled=sampled, correctness=correctness, format_reward=format_reward)
+
+
+def _verdict(example: dict[str, Any]) -> str:
+    """'(right, formatted) <completion>', escaped so brackets in model output are not read as rich markup."""
+    verdict = ("right" if example["correct"] else "wrong") + (", formatted" if example["formatted"] else "")
+    return f"({verdict}) {escape(example['completion'])}"
+
+
+@dataclass
+class Comparison(RichReport):
+    """Two reports side by side, with examples where the trained model's correctness changed."""
+
+    base: EvalReport
+    trained: EvalReport
+
+    def changed_examples(self) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+        """(base, trained) example pairs for the same row whose correctness or format differ."""
+        return [
+            (b, t)
+            for b, t in zip(self.base.examples, self.trained.examples)
+            if (b["correct"], b["formatted"]) != (t["correct"], t["formatted"])
+        ]
+
+    def __rich__(self) -> Group:
+        table = Table(title=f"base vs trained on {self.trained.n} rows")
+        for column in ("metric", "base", "trained", "change"):
+            table.add_column(column, justify="left" if column == "metric" else "right")
+        base = dict(self.base.rows())
+        for label, value in self.trained.rows():
+            before = base.get(label)
+            table.add_row(label, "-" if before is None else f"{before:.3f}", f"{value:.3f}",
+                          "" if before is None else f"{value - before:+.3f}")
+        examples = Table(title="examples that changed", show_lines=True)
+        for column in ("answer", "base", "trained"):
+            examples.add_column(column, overflow="fold")
+        for b, t in self.changed_examples()[:EXAMPLES_SHOWN]:
+            examples.add_row(escape(str(b["answer"])), _verdict(b), _verdict(t))
+        return Group(table, examples)
+
+
+def compare(base_report: EvalReport, trained_report: EvalReport) -> Comparison:
+    """Side by side: ``print(compare(evaluate(base, ...), evaluate(trained, ...)))``."""
+    if base_report.n != trained_report.n:
+        raise ValueError(f"compare: the reports cover {base_report.n} and {trained_report.n} rows; evaluate both on the same rows")
+    return Comparison(base_report, trained_report)

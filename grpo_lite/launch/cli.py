@@ -1,0 +1,183 @@
+"""grpo-lite command line: demo | train | score | plan | launch-kit."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+
+def _demo(args) -> int:
+    from ..run.files import EVAL_FILE
+    from .demo import run_demo
+
+    run_demo(args.output_dir, max_steps=args.max_steps, seed=args.seed, heldout_n=args.heldout_n,
+             heldout_samples=args.heldout_samples)
+    print(f"grpo-lite demo: held-out scores in {args.output_dir / EVAL_FILE}; run files in {args.output_dir}")
+    return 0
+
+
+def _train(args) -> int:
+    from ..guards.disk import DiskFull
+    from ..guards.nan import NaNDetected
+    from ..guards.out_of_memory import OutOfMemory
+    from ..guards.reward_calls import RewardFailure
+    from .recipe import apply_settings, read_recipe, run_recipe
+
+    settings = apply_settings(read_recipe(args.config), args.set)
+    if "reward_timeout" in vars(args):
+        settings.reward_timeout = args.reward_timeout
+    try:  # train() draws the live dashboard: rich in a terminal, log lines when the output is piped
+        result = run_recipe(settings, output_dir=args.output_dir, resume=args.resume)
+    except (RewardFailure, NaNDetected, OutOfMemory, DiskFull) as fault:  # each says what was kept and what to change
+        print(f"grpo-lite: {fault}", file=sys.stderr)
+        return 1
+    accelerator = result.trainer.accelerator
+    print(
+        f"grpo-lite: rank {accelerator.process_index}/{accelerator.num_processes} trained "
+        f"{result.trainer.state.global_step} steps; run files in {result.output_dir}"
+    )
+    return 0
+
+
+def _launch_kit(args) -> int:
+    from .kit import write_launch_kit
+
+    out = write_launch_kit(args.config, args.out, num_gpus=args.num_gpus)
+    print((out / "LAUNCH.md").read_text())
+    return 0
+
+
+def _score(args) -> int:
+    import shutil
+
+    from rich.console import Console
+
+    from rewards import check_rewards
+
+    from ..data.prepare import load_rows
+    from ..evaluation.rescore import rescore_run
+    from ..run.files import read_jsonl
+
+    source = args.data or args.run
+    if not source.exists():
+        raise FileNotFoundError(f"{'--data' if args.data else '--run'} {source}: no such file or folder")
+    names = args.rewards.split(",")
+    try:
+        if args.data:
+            report = check_rewards(names, read_jsonl(args.data))
+        else:
+            dataset = load_rows(args.dataset) if args.dataset else None
+            report = rescore_run(args.run, names, dataset, question=args.question)
+    except (ValueError, TypeError) as error:  # an unknown reward, a line that is not JSON, a missing column
+        print(f"grpo-lite score: {error}", file=sys.stderr)
+        return 2
+    functions = getattr(report, "functions", names)
+    width = max(shutil.get_terminal_size().columns, 90 + 12 * len(functions))  # wide tables scroll, not crush
+    Console(width=width).print(report)
+    return 0 if report.ok else 1
+
+
+def _plan(args) -> int:
+    from rich.console import Console
+
+    from ..machine.planner import PlanError, plan
+
+    gpu = float(args.gpu) if args.gpu.replace(".", "", 1).isdigit() else args.gpu
+    try:
+        result = plan(args.model, gpu, args.num_generations, args.max_prompt_tokens, args.max_completion_length,
+                      args.lora_rank, not args.no_4bit, gpu_memory_utilization=args.gpu_memory_utilization)
+    except PlanError as error:
+        print(f"grpo-lite: {error}", file=sys.stderr)
+        return 2
+    Console().print(result)
+    return 0 if result.fits else 1
+
+
+def _seconds_or_none(value: str) -> float | None:
+    from ..run.settings import ConfigError, check_reward_timeout
+
+    try:
+        seconds = None if value.lower() == "none" else float(value)
+        check_reward_timeout(seconds)
+    except (ValueError, ConfigError):
+        raise argparse.ArgumentTypeError(f"{value!r}: give a positive number of seconds, or 'none' for no limit") from None
+    return seconds
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="grpo-lite", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    demo = commands.add_parser("demo", help="GRPO-train the shipped demo model on CPU and show held-out accuracy before/after")
+    demo.add_argument("--output-dir", type=Path, default=Path("outputs/demo"))
+    demo.add_argument("--max-steps", type=int, default=100)
+    demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument("--heldout-n", type=int, default=200, help="held-out questions scored before and after")
+    demo.add_argument("--heldout-samples", type=int, default=8, help="sampled answers per question for pass@k (1: none)")
+    demo.set_defaults(handler=_demo)
+
+    from ..run.presets import TRAINING_PRESETS
+    from ..run.settings import field_help
+
+    run = commands.add_parser("train", help="train from a run YAML (model, dataset, rewards, preset, overrides)",
+                              epilog=field_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    run.add_argument("config", type=Path)
+    run.add_argument("--output-dir", type=Path, default=None, help="overrides output_dir in the YAML")
+    run.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in the output dir")
+    run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                     help=f"change a setting (preset={next(iter(TRAINING_PRESETS))}, load.lora_rank=32, heldout.n=50, "
+                     "dataset.path=x.jsonl) or a GRPOConfig field "
+                     "(max_steps=50)")
+    run.add_argument("--reward-timeout", type=_seconds_or_none, default=argparse.SUPPRESS, metavar="SECONDS",
+                     help="seconds one reward call may take before its batch scores None (default 600; 'none': no limit)")
+    run.set_defaults(handler=_train)
+
+    kit = commands.add_parser("launch-kit", help="write the recipe, accelerate configs and launch commands for more GPUs")
+    kit.add_argument("config", type=Path, help="a recipe YAML, or the output dir of a finished run")
+    kit.add_argument("--out", type=Path, default=Path("launch"))
+    kit.add_argument("--num-gpus", type=int, default=2)
+    kit.set_defaults(handler=_launch_kit)
+
+    score = commands.add_parser("score", help="run reward functions over completions: a JSONL of rows (the reward lab), "
+                                "or a run's samples.jsonl (what other rewards would have taught)")
+    score.add_argument("--rewards", required=True,
+                       help="comma-separated reward or preset names, or module:function paths of your own")
+    source = score.add_mutually_exclusive_group(required=True)
+    source.add_argument("--data", type=Path, help="JSONL rows with prompt, completion, answer, ...")
+    source.add_argument("--run", type=Path, help="a run's output dir: re-score its samples.jsonl, compare advantages")
+    score.add_argument("--dataset", type=Path, help="with --run: the training rows (CSV/JSONL) whose columns rewards read")
+    score.add_argument("--question", default="question", help="with --dataset: the column holding the question")
+    score.set_defaults(handler=_score)
+
+    memory = commands.add_parser("plan", help="estimate peak GPU memory of a run and the nearest config that fits")
+    memory.add_argument("model", help="a known model name (Qwen2.5-1.5B, Llama-3.2-1B, ...) or a local model folder")
+    memory.add_argument("--gpu", default="T4", help="GPU name (T4, L4, A100, ...) or memory in GB")
+    memory.add_argument("--num-generations", type=int, default=8)
+    memory.add_argument("--max-prompt-tokens", type=int, default=256)
+    memory.add_argument("--max-completion-length", type=int, default=512)
+    memory.add_argument("--lora-rank", type=int, default=16)
+    memory.add_argument("--no-4bit", action="store_true", help="16-bit base weights instead of 4-bit")
+    memory.add_argument("--gpu-memory-utilization", type=float, default=None, help="vLLM's share (fast_inference)")
+    memory.set_defaults(handler=_plan)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if os.getcwd() not in sys.path:  # "module:function" rewards name the user's own modules, as python -m would find them
+        sys.path.insert(0, os.getcwd())
+    from ..data.prepare import DatasetError
+    from ..model.load import BackendError
+    from ..run.settings import ConfigError
+
+    try:
+        return args.handler(args)
+    except (ConfigError, DatasetError, BackendError, FileNotFoundError) as error:
+        print(f"grpo-lite: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

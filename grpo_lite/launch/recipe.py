@@ -1,0 +1,85 @@
+"""A run described in YAML: model, data, rewards, preset and overrides -> load, prepare, train.
+
+    model: tiny                     # a hub id, a local folder, or "tiny" (offline random Qwen2)
+    load: {max_seq_length: 1024, load_in_4bit: true, backend: auto}
+    dataset: {builtin: arithmetic}  # or {path: data.jsonl, question: question, answer: answer}
+                                    # or {path: dataset.jsonl, prepared: true} (has a prompt column)
+    rewards: [soft_xml_format_reward, numeric_correctness_reward]
+    reward_weights: [1.0, 1.0]      # optional
+    preset: auto
+    output_dir: outputs/run
+    reward_timeout: 600             # optional: seconds one reward call may take (null: no limit)
+    heldout: {path: test.jsonl, question: question, answer: answer, n: 200, samples: 4}
+                                    # optional: n rows evaluated before and after; samples: 4 adds pass@k
+    overrides: {max_steps: 20, num_generations: 4}
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from functools import reduce
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..run.settings import ConfigError, RunSettings
+
+
+def read_recipe(path: str | Path) -> RunSettings:
+    """Read a run YAML (or a run's ``run.yaml``) into settings, refusing settings it does not know; the values
+    are checked by :meth:`RunSettings.validate`, which :func:`run_recipe` calls before the model loads."""
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"run config {str(path)!r} does not exist")
+    document = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(document, dict):
+        raise ConfigError(f"{path.name}: a run YAML is a mapping of settings (model, dataset, rewards, ...)")
+    settings = RunSettings.from_dict(document, path.name)
+    data_path = (settings.dataset or {}).get("path")
+    if data_path and not Path(data_path).is_absolute() and (path.parent / data_path).exists():
+        settings.dataset = {**settings.dataset, "path": str(path.parent / data_path)}  # relative to the YAML
+    heldout = settings.heldout.data if settings.heldout is not None else None
+    if heldout and heldout.get("path") and not Path(heldout["path"]).is_absolute() and (path.parent / heldout["path"]).exists():
+        settings.heldout.data = {**heldout, "path": str(path.parent / heldout["path"])}
+    return settings
+
+
+def apply_settings(settings: RunSettings, changes: list[str]) -> RunSettings:
+    """``settings`` with each ``KEY=VALUE`` (values parsed as YAML) applied (see :meth:`RunSettings.with_setting`).
+    Returns new settings."""
+    return reduce(RunSettings.with_setting, changes, settings)
+
+
+def run_recipe(settings: RunSettings, *, output_dir: str | Path | None = None, callbacks=(), resume: bool = False):
+    """Check the settings, then load the model, prepare the data and train; returns the TrainResult."""
+    from ..data.prepare import load_builtin, load_rows, prepare_dataset
+    from ..model.load import load_model
+    from ..training.trainer import train_run
+
+    settings.validate()  # reward names included: all of it before the model loads
+    if settings.dataset is None:
+        raise ConfigError("the run has no dataset: add dataset: {builtin: ...} or {path: ...} to the run YAML")
+    out = Path(output_dir or settings.output_dir or "outputs/grpo-lite")
+    model_name = settings.model
+    if model_name == "tiny":
+        from ..model.tiny import build_tiny_model
+
+        # Every rank builds it: the same seed gives the same files, and they are moved into place atomically,
+        # so no rank reads a half-written file (no process group exists yet to wait on another rank).
+        model_name = str(build_tiny_model(out / "tiny-model"))
+    load = settings.load.to_dict() if settings.load is not None else {}
+    from_pretrained = load.pop("from_pretrained", {})
+    model, tokenizer = load_model(model_name, **load, **from_pretrained)
+    def rows(spec: dict[str, Any]):
+        spec = dict(spec)
+        if spec.pop("prepared", False):
+            return load_rows(spec["path"])
+        source = load_builtin(spec.pop("builtin")) if "builtin" in spec else spec.pop("path")
+        return prepare_dataset(source, tokenizer=tokenizer, **spec)
+
+    heldout = settings.heldout
+    if heldout is not None and heldout.data is not None:
+        heldout = dataclasses.replace(heldout, data=rows(heldout.data))
+    return train_run(model, tokenizer, rows(settings.dataset),
+                     dataclasses.replace(settings, output_dir=str(out), heldout=heldout), callbacks=callbacks, resume=resume)

@@ -1,0 +1,6 @@
+"""What the machine offers a run, and whether a run fits it. The bottom layer: it imports no other.
+
+- ``device``: the GPU's properties (read here and nowhere else), bf16 in hardware, Unsloth and vLLM, Unsloth imported first
+- ``notebook``: the notebook platform (Colab, Kaggle, local): ``check_runtime``, one GPU of Kaggle's two, ``run_dir``
+- ``planner``: peak GPU memory of a run, and the nearest config that fits (``plan``)
+"""

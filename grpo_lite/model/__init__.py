@@ -1,0 +1,8 @@
+"""A model in and out: load it (Unsloth | transformers + bitsandbytes | CPU), generate with it, export it.
+
+- ``load``: ``load_model`` picks the backend that can work here, loads, attaches LoRA, and keeps what it learned
+  (``LoadedModel``) for the run to read
+- ``tiny``: tiny offline models with a real architecture's shape, for tests, the demo and GPU measurements
+- ``inference``: batched generation (vLLM when the model carries an engine)
+- ``exporter``: the adapter, a merged 16-bit model, GGUF
+"""

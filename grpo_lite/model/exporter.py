@@ -1,0 +1,127 @@
+"""Save a trained model for use elsewhere: the LoRA adapter, a merged 16-bit model, or GGUF for llama.cpp/Ollama.
+
+Adapter and merged 16-bit go through PEFT and transformers, so they work with any backend. Merged 4-bit and
+GGUF need Unsloth's exporters (``save_pretrained_merged`` / ``save_pretrained_gguf``, which Unsloth adds to the
+models it loads); without them the error says what to install or which format to use instead.
+"""
+
+from __future__ import annotations
+
+import copy
+import tempfile
+from pathlib import Path
+
+import torch
+
+HOWS = ("adapter", "merged_16bit", "merged_4bit", "gguf")
+GGUF_QUANTIZATIONS = ("q8_0", "f16", "bf16", "q4_k_m", "q5_k_m", "q2_k", "q3_k_m", "q4_0", "q6_k")
+
+
+class ExportError(RuntimeError):
+    """The model cannot be exported in the asked format; the message says what is missing."""
+
+
+def _needs_unsloth(model, how: str, exporter: str) -> None:
+    if not hasattr(model, exporter):
+        raise ExportError(
+            f"export(how={how!r}) needs Unsloth's {exporter}, and this {type(model).__name__} was not loaded "
+            "through Unsloth. Load the model with grpo_lite.load_model(..., backend='unsloth') on a CUDA GPU "
+            "(pip install 'grpo-lite[unsloth]'), or export how='merged_16bit' and convert that folder with "
+            "llama.cpp's convert_hf_to_gguf.py"
+        )
+
+
+def _is_4bit(model) -> bool:
+    return bool(getattr(model, "is_loaded_in_4bit", False)) or getattr(model.config, "quantization_config", None) is not None
+
+
+def _merged(model, dtype: torch.dtype | None):
+    """A plain transformers model with the LoRA weights folded in; ``model`` stays trainable.
+
+    PEFT's ``merge_and_unload`` works in place, so it runs on a copy; that copy costs one model's memory.
+    """
+    merged = copy.deepcopy(model)
+    if hasattr(merged, "merge_and_unload"):
+        merged = merged.merge_and_unload()
+    return merged.to(dtype) if dtype is not None else merged
+
+
+def _merged_into_16bit_base(model, dtype: torch.dtype | None):
+    """The adapter of a 4-bit model merged into its base weights reloaded in 16-bit.
+
+    Merging into the 4-bit layers would re-quantize the sum (peft/tuners/lora/bnb.py, Linear4bit.merge:
+    dequantize, add, quantize again), so the "16-bit" folder would hold a lossy 4-bit model.
+    """
+    from peft import PeftModel
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from ..machine.device import cuda_available, half_dtype
+
+    base_path = model.peft_config[model.active_adapter].base_model_name_or_path
+    if getattr(AutoConfig.from_pretrained(base_path), "quantization_config", None) is not None:
+        raise ExportError(
+            f"export(how='merged_16bit'): the base checkpoint {base_path!r} is itself quantized, so there are no 16-bit "
+            "weights to merge into; load the 16-bit base model (not a -bnb-4bit one), or load through Unsloth, whose "
+            "save_pretrained_merged fetches them"
+        )
+    dtype = dtype or (half_dtype() if cuda_available() else torch.bfloat16)
+    with tempfile.TemporaryDirectory() as adapter_dir:
+        model.save_pretrained(adapter_dir, selected_adapters=[model.active_adapter])
+        base = AutoModelForCausalLM.from_pretrained(base_path, dtype=dtype)
+        return PeftModel.from_pretrained(base, adapter_dir).merge_and_unload()
+
+
+def export(
+    model,
+    tokenizer,
+    out_dir: str | Path,
+    how: str = "adapter",
+    quantization: str = "q8_0",
+    dtype: torch.dtype | None = None,
+) -> Path:
+    """Write ``model`` and ``tokenizer`` to ``out_dir`` and return it.
+
+    how:
+        ``"adapter"``: the LoRA weights only (a few MB); load with ``peft.AutoPeftModelForCausalLM``.
+        ``"merged_16bit"``: base + LoRA as one model in the weights' dtype (16-bit on a GPU; ``dtype=torch.bfloat16``
+        casts, e.g. from the CPU backend's fp32); load with ``AutoModelForCausalLM.from_pretrained``. From a
+        4-bit model, the base weights are reloaded in 16-bit (``dtype``, else the GPU's half dtype) and the
+        adapter merged into them: no quantization survives in the folder.
+        ``"merged_4bit"``: the same, quantized to 4 bits (Unsloth only).
+        ``"gguf"``: a GGUF file for llama.cpp / Ollama at ``quantization`` (Unsloth only).
+
+    Example::
+
+        export(result.model, tokenizer, "out/merged", how="merged_16bit")
+    """
+    if how not in HOWS:
+        raise ValueError(f"export: how={how!r}; use one of {', '.join(HOWS)}")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if how == "gguf":
+        if quantization not in GGUF_QUANTIZATIONS:
+            raise ValueError(f"export: quantization={quantization!r}; for GGUF use one of {', '.join(GGUF_QUANTIZATIONS)}")
+        _needs_unsloth(model, how, "save_pretrained_gguf")
+        model.save_pretrained_gguf(str(out_dir), tokenizer, quantization_method=quantization)
+        return out_dir
+    if how == "merged_4bit":
+        _needs_unsloth(model, how, "save_pretrained_merged")
+        model.save_pretrained_merged(str(out_dir), tokenizer, save_method="merged_4bit_forced")
+        return out_dir
+    if how == "merged_16bit" and dtype is None and hasattr(model, "save_pretrained_merged"):
+        model.save_pretrained_merged(str(out_dir), tokenizer, save_method="merged_16bit")
+        return out_dir
+    if how == "adapter" and not hasattr(model, "peft_config"):
+        raise ExportError(
+            f"export(how='adapter'): this {type(model).__name__} has no LoRA adapter; load it with "
+            "grpo_lite.load_model(..., lora_rank=...) or export how='merged_16bit'"
+        )
+    if how == "adapter":
+        to_save = model
+    elif hasattr(model, "peft_config") and _is_4bit(model):
+        to_save = _merged_into_16bit_base(model, dtype)
+    else:
+        to_save = _merged(model, dtype)
+    to_save.save_pretrained(out_dir)
+    tokenizer.save_pretrained(out_dir)
+    return out_dir

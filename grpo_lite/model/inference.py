@@ -1,0 +1,172 @@
+"""Text in, text out: batched generation from a (LoRA) model, for trying a model and for evaluation.
+
+Unsloth models loaded with ``fast_inference`` carry a vLLM engine as ``model.vllm_engine``; it is used when
+present because it is many times faster than transformers' ``generate``. Otherwise prompts are left-padded
+(decoder-only models continue from the right edge) and generated in batches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+
+def _prompt_texts(tokenizer, prompts_or_messages: Sequence[Any]) -> list[str]:
+    """Chat message lists go through the chat template, ready for the assistant's turn; strings stay as they are."""
+    texts = []
+    for i, item in enumerate(prompts_or_messages):
+        if isinstance(item, str):
+            texts.append(item)
+        elif isinstance(item, (list, tuple)) and all(isinstance(m, dict) and "role" in m for m in item):
+            texts.append(tokenizer.apply_chat_template(list(item), tokenize=False, add_generation_prompt=True))
+        else:
+            raise TypeError(
+                f"generate: prompt {i} is a {type(item).__name__}; pass a string or a list of chat messages "
+                "like [{'role': 'user', 'content': '...'}]"
+            )
+    return texts
+
+
+def has_vllm_engine(model) -> bool:
+    """Whether generation can go through vLLM. Unsloth sets ``model.fast_generate`` on every model it loads,
+    as a guard around transformers' ``generate`` that refuses vLLM arguments when ``fast_inference=False``;
+    only a model loaded with it has ``model.vllm_engine`` (unsloth/models/llama.py, from_pretrained)."""
+    return getattr(model, "vllm_engine", None) is not None
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One generated completion: its text, its token ids (an end-of-turn token included when it stopped on
+    one), and whether it hit the token limit instead."""
+
+    text: str
+    token_ids: tuple[int, ...]
+    truncated: bool
+
+
+def _vllm_sample(model, texts, *, progress, max_completion_length, do_sample, num_return_sequences, temperature, top_p, top_k, min_p,
+                 repetition_penalty) -> list[Completion]:
+    from vllm import SamplingParams
+
+    params = SamplingParams(
+        max_tokens=max_completion_length,
+        temperature=temperature if do_sample else 0.0,
+        top_p=top_p,
+        top_k=top_k if top_k else -1,  # vLLM's "no top-k" is -1, TRL's and transformers' is 0
+        min_p=min_p or 0.0,
+        repetition_penalty=repetition_penalty,
+        n=num_return_sequences,
+    )
+    lora = model.load_lora("grpo_lite_generate", load_tensors=True) if hasattr(model, "load_lora") else None
+    outputs = model.fast_generate(texts, sampling_params=params, lora_request=lora, use_tqdm=progress is not None)
+    return [Completion(choice.text, tuple(choice.token_ids), choice.finish_reason == "length")
+            for output in outputs for choice in output.outputs]
+
+
+def _transformers_sample(model, tokenizer, texts, *, progress, max_completion_length, do_sample, num_return_sequences, temperature,
+                         top_p, top_k, min_p, repetition_penalty, batch_size) -> list[Completion]:
+    from tqdm.auto import tqdm
+
+    padding_side = tokenizer.padding_side
+    tokenizer.padding_side = "left"
+    pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    if do_sample:
+        sampling = dict(temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p)
+    else:
+        sampling = dict(temperature=None, top_p=None, top_k=None)
+    stops = {tokenizer.eos_token_id, pad_token_id}
+    was_training = model.training
+    model.eval()
+    completions: list[Completion] = []
+    bar = tqdm(total=len(texts), desc=progress, unit="prompt", disable=progress is None)
+    try:
+        for start in range(0, len(texts), batch_size):
+            batch = tokenizer(texts[start : start + batch_size], return_tensors="pt", padding=True, add_special_tokens=False)
+            batch = batch.to(model.device)
+            with torch.no_grad():
+                output = model.generate(
+                    **batch,
+                    max_new_tokens=max_completion_length,  # transformers' name for it
+                    do_sample=do_sample,
+                    num_return_sequences=num_return_sequences,
+                    pad_token_id=pad_token_id,
+                    repetition_penalty=repetition_penalty,
+                    **sampling,
+                )
+            for row in output[:, batch["input_ids"].shape[1] :].tolist():
+                end = next((i for i, token in enumerate(row) if token in stops), None)
+                tokens = row if end is None else row[:end]
+                completions.append(Completion(tokenizer.decode(tokens, skip_special_tokens=True),
+                                              tuple(row if end is None else row[: end + 1]), end is None and len(row) >= max_completion_length))
+            bar.update(len(batch["input_ids"]))
+    finally:
+        bar.close()
+        tokenizer.padding_side = padding_side
+        model.train(was_training)
+    return completions
+
+
+def sample(
+    model,
+    tokenizer,
+    prompts_or_messages: str | Sequence[Any],
+    *,
+    max_completion_length: int = 128,
+    do_sample: bool = False,
+    num_return_sequences: int = 1,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    top_k: int = 0,
+    min_p: float | None = None,
+    repetition_penalty: float = 1.0,
+    batch_size: int = 16,
+    progress: str | None = None,
+) -> list[Completion]:
+    """:func:`generate`, with each completion's token ids and whether it hit ``max_completion_length``.
+
+    The sampling options are GRPOConfig's, with its defaults (``top_k=0`` means no top-k). ``progress``: a
+    label to show a progress bar over the prompts under.
+    """
+    if isinstance(prompts_or_messages, str):
+        prompts_or_messages = [prompts_or_messages]
+    if num_return_sequences > 1 and not do_sample:
+        raise ValueError("generate: num_return_sequences > 1 gives identical greedy copies; pass do_sample=True")
+    texts = _prompt_texts(tokenizer, prompts_or_messages)
+    options = dict(max_completion_length=max_completion_length, do_sample=do_sample, num_return_sequences=num_return_sequences,
+                   temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p, repetition_penalty=repetition_penalty,
+                   progress=progress)
+    if has_vllm_engine(model):
+        return _vllm_sample(model, texts, **options)
+    return _transformers_sample(model, tokenizer, texts, batch_size=batch_size, **options)
+
+
+def generate(
+    model,
+    tokenizer,
+    prompts_or_messages: str | Sequence[Any],
+    *,
+    max_completion_length: int = 128,
+    do_sample: bool = False,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    num_return_sequences: int = 1,
+    batch_size: int = 16,
+    progress: str | None = None,
+) -> list[str]:
+    """The completions of each prompt, ``num_return_sequences`` per prompt in prompt order.
+
+    Example::
+
+        generate(model, tokenizer, [[{"role": "user", "content": "What is 2 + 2?"}]], max_completion_length=32)
+        # ['<reasoning>2 + 2 = 4</reasoning><answer>4</answer>']
+
+    Greedy by default (``do_sample=False``), so the same model gives the same text: what evaluation wants.
+    ``progress``: a label to show a progress bar over the prompts under.
+    """
+    completions = sample(model, tokenizer, prompts_or_messages, max_completion_length=max_completion_length, do_sample=do_sample,
+                         temperature=temperature, top_p=top_p, num_return_sequences=num_return_sequences,
+                         batch_size=batch_size, progress=progress)
+    return [completion.text for completion in completions]

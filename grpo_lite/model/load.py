@@ -1,0 +1,297 @@
+"""load_model(): pick the backend that can work here, load the model, attach LoRA.
+
+Backends, best first:
+- ``unsloth``: a CUDA GPU and Unsloth installed. 4-bit weights, Unsloth's gradient checkpointing, and vLLM
+  generation (``fast_inference``) when a vLLM that TRL accepts is installed.
+- ``transformers``: transformers + PEFT LoRA, 4-bit through bitsandbytes when installed. On a CUDA GPU in
+  its 16-bit dtype; asked for on a CPU, fp32, and 4-bit through bitsandbytes' CPU kernels.
+- ``cpu``: no GPU. fp32, no quantization; for tiny models and tests.
+
+Unsloth patches transformers, TRL and PEFT when it is imported, so it must come first: importing
+``grpo_lite`` imports it (see :func:`grpo_lite.machine.device.import_unsloth_first`) before anything imports trl.
+"""
+
+from __future__ import annotations
+
+import os
+import weakref
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..log import logger
+from ..machine.device import cuda_available, half_dtype, installed, vllm_usable
+from ..run.settings import LORA_TARGET_MODULES, LoadSettings
+
+BACKEND_CHOICES = ("auto", "unsloth", "transformers", "cpu")
+DEFAULT_VLLM_SHARE = 0.5  # Unsloth's default gpu_memory_utilization, for models the planner cannot read
+
+
+class BackendError(RuntimeError):
+    """The requested backend cannot work on this machine; the message names what is missing."""
+
+
+@dataclass(frozen=True)
+class Backend:
+    """Which backend loaded the model, and why."""
+
+    name: str
+    reason: str
+    load_in_4bit: bool
+    fast_inference: bool
+    gpu_memory_utilization: float | None = None  # vLLM's share of the GPU, with fast_inference
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.reason})"
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """What :func:`load_model` learned about a model it loaded: the run reads it (:func:`loaded_as`) to record the
+    load settings, size vLLM's share and name the backend."""
+
+    name: str
+    settings: LoadSettings
+    backend: Backend
+
+
+_LOADED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> LoadedModel, gone with the model
+
+
+def loaded_as(model) -> LoadedModel | None:
+    """How ``model`` was loaded, or None for a model :func:`load_model` did not load (built by hand, or copied)."""
+    try:
+        return _LOADED.get(model)
+    except TypeError:  # not weak-referenceable: not a model load_model returned
+        return None
+
+
+def _fast_inference(requested: bool | str, backend: str) -> tuple[bool, str]:
+    """Whether generation goes through vLLM, and why."""
+    if requested not in (True, False, "auto"):
+        raise BackendError(f"fast_inference={requested!r}: use True, False or 'auto'")
+    if requested is False:
+        return False, "fast_inference off"
+    if backend != "unsloth":
+        if requested is True:
+            raise BackendError("fast_inference=True (vLLM generation) works through backend='unsloth' only, on a CUDA GPU")
+        return False, "fast_inference off (vLLM generation needs the Unsloth backend)"
+    usable, why = vllm_usable()
+    if requested is True and not usable:
+        raise BackendError(f"fast_inference=True needs vLLM: {why}")
+    return usable, f"fast_inference {'on' if usable else 'off'} ({why})"
+
+
+def choose_backend(backend: str = "auto", *, load_in_4bit: bool = True, fast_inference: bool | str = "auto") -> Backend:
+    """Decide the backend without loading anything; raises :class:`BackendError` for one that cannot work."""
+    if backend not in BACKEND_CHOICES:
+        raise BackendError(f"backend={backend!r} is not one of {BACKEND_CHOICES}")
+    cuda = cuda_available()
+    has_unsloth, has_bnb = installed("unsloth"), installed("bitsandbytes")
+
+    if backend == "unsloth":
+        if not cuda:
+            raise BackendError(
+                "backend='unsloth' needs a CUDA GPU, and torch.cuda.is_available() is False here. "
+                "Use backend='auto' (CPU on this machine) or run on a GPU runtime."
+            )
+        if not has_unsloth:
+            raise BackendError("backend='unsloth' needs Unsloth: pip install 'grpo-lite[unsloth]'")
+    if backend == "cpu" or (backend == "auto" and not cuda):
+        _fast_inference(fast_inference, "cpu")
+        why = "requested" if backend == "cpu" else "no CUDA GPU found (torch.cuda.is_available() is False)"
+        return Backend("cpu", f"{why}; fp32 weights, no 4-bit quantization", False, False)
+    if backend == "unsloth" or (backend == "auto" and has_unsloth):
+        vllm, vllm_why = _fast_inference(fast_inference, "unsloth")
+        why = "requested" if backend == "unsloth" else "CUDA GPU and Unsloth installed"
+        return Backend("unsloth", f"{why}; {vllm_why}", load_in_4bit, vllm)
+    _fast_inference(fast_inference, "transformers")
+    if load_in_4bit and not has_bnb:
+        where = "CUDA GPU" if cuda else "CPU"
+        return Backend("transformers", f"{where}; bitsandbytes not installed, so {'16-bit' if cuda else 'fp32'} weights "
+                       "(pip install bitsandbytes for 4-bit)", False, False)
+    if not cuda:
+        quantization = "4-bit through bitsandbytes' CPU kernels" if load_in_4bit else "no quantization"
+        return Backend("transformers", f"requested; no CUDA GPU, so fp32 compute on CPU, {quantization}", load_in_4bit, False)
+    why = "requested" if backend == "transformers" else "CUDA GPU, Unsloth not installed"
+    return Backend("transformers", why + ("; 4-bit through bitsandbytes" if load_in_4bit else ""), load_in_4bit, False)
+
+
+def unsloth_vllm_tier(card_gb: float) -> float:
+    """The largest share Unsloth itself gives a colocated vLLM on a card of ``card_gb`` (unsloth_zoo/vllm_utils.py,
+    ``standby_target_gpu_util`` for vLLM >= 0.11, by a tenth of the card): it lowered the tiers of cards of 24 GB or
+    less after 0.875 left too little for training and the engine failed at wake-up."""
+    tenth = card_gb * 0.1
+    for at_least, share in ((4.0, 0.925), (2.5, 0.9), (2.0, 0.825), (1.4, 0.8), (1.0, 0.775)):
+        if tenth >= at_least:
+            return share
+    return 0.75
+
+
+def vllm_share(model_name: str, memory_gb: float | None = None, *, num_generations: int | None = None,
+               max_completion_length: int | None = None) -> tuple[float, str]:
+    """``gpu_memory_utilization`` for a colocated vLLM engine: the share of the card (default: this GPU) that
+    training leaves free by the memory planner (vLLM's pool holds the weights too), for a run of this GPU's
+    preset unless the run's ``num_generations`` and ``max_completion_length`` are given. Capped at Unsloth's own
+    tier for the card (:func:`unsloth_vllm_tier`) until a GPU measures the real peak (docs/benchmarks.md)."""
+    from ..machine.planner import PlanError, training_memory_gb
+    from ..run.presets import auto_preset
+    from ..run.settings import resolve_options
+
+    preset = resolve_options(auto_preset())
+    try:
+        training_gb, card_gb = training_memory_gb(
+            model_name, memory_gb, num_generations=num_generations or preset["num_generations"],
+            max_completion_length=max_completion_length or preset["max_completion_length"])
+    except PlanError:
+        return DEFAULT_VLLM_SHARE, f"gpu_memory_utilization {DEFAULT_VLLM_SHARE} (the planner does not know {model_name})"
+    share = max(0.1, min(0.9, int(20 * (card_gb - training_gb - 1.0) / card_gb) / 20))  # 1 GB of slack, in 5% steps
+    why = f"training needs ~{training_gb:.1f} of {card_gb:.1f} GB by the planner"
+    tier = unsloth_vllm_tier(card_gb)
+    if share > tier:
+        share, why = tier, f"{why}; capped at Unsloth's own share for a {card_gb:.0f} GB card"
+    return share, f"gpu_memory_utilization {share} ({why})"
+
+
+def load_model(
+    model_name: str,
+    *,
+    max_seq_length: int = 2048,
+    load_in_4bit: bool = True,
+    fast_inference: bool | str = "auto",
+    lora_rank: int | None = 16,
+    lora_alpha: int | None = None,
+    target_modules: str | tuple[str, ...] | list[str] = tuple(LORA_TARGET_MODULES),
+    gpu_memory_utilization: float | str = "auto",
+    backend: str = "auto",
+    seed: int = 3407,
+    **model_kwargs: Any,
+):
+    """Load ``model_name`` (hub id or local folder) with LoRA adapters ready for GRPO.
+
+    Returns ``(model, tokenizer)`` and logs which backend was used and why; :func:`loaded_as` gives the model's
+    :class:`LoadedModel` (the name, the arguments as given, the backend), which :func:`grpo_lite.train` records in
+    ``run.yaml``. ``lora_rank=None`` trains all weights (no LoRA).
+    ``lora_alpha`` defaults to ``2 * lora_rank``; ``seed`` seeds the adapters' initial weights.
+    ``max_seq_length`` bounds prompt + completion: ``train`` refuses a longer run before it starts (Unsloth
+    also sizes its RoPE cache and vLLM by it). ``fast_inference="auto"`` generates through vLLM when the
+    Unsloth backend is chosen and a vLLM that TRL accepts is installed; ``gpu_memory_utilization="auto"``
+    then gives vLLM what training leaves free, by the memory planner. Extra keyword arguments go to the
+    backend's ``from_pretrained``.
+    """
+    settings = LoadSettings(backend=backend, max_seq_length=max_seq_length, load_in_4bit=load_in_4bit,
+                            fast_inference=fast_inference, lora_rank=lora_rank, lora_alpha=lora_alpha,
+                            target_modules=target_modules if isinstance(target_modules, str) else list(target_modules),
+                            gpu_memory_utilization=gpu_memory_utilization, seed=seed, from_pretrained=dict(model_kwargs))
+    choice = choose_backend(backend, load_in_4bit=load_in_4bit, fast_inference=fast_inference)
+    if choice.load_in_4bit and not lora_rank:
+        raise BackendError(
+            "load_in_4bit=True with lora_rank=None: 4-bit weights cannot be trained themselves, only LoRA adapters on "
+            "top of them; pass lora_rank=16 (or another rank), or load_in_4bit=False to train every weight"
+        )
+    if choice.fast_inference:
+        if gpu_memory_utilization == "auto":
+            gpu_memory_utilization, why = vllm_share(model_name)
+        else:
+            why = f"gpu_memory_utilization {gpu_memory_utilization}"
+        choice = replace(choice, reason=f"{choice.reason}, {why}", gpu_memory_utilization=gpu_memory_utilization)
+    elif gpu_memory_utilization != "auto":
+        logger.warning(f"gpu_memory_utilization={gpu_memory_utilization} is ignored: it is vLLM's share of the GPU, and "
+                       f"this model generates without vLLM ({choice})")
+    logger.info(f"backend={choice}")
+    alpha = lora_alpha if lora_alpha is not None else 2 * (lora_rank or 0)
+    if choice.name == "unsloth":
+        model, tokenizer = _load_unsloth(
+            model_name, choice, max_seq_length, lora_rank, alpha, target_modules, gpu_memory_utilization, seed, model_kwargs
+        )
+    else:
+        model, tokenizer = _load_transformers(model_name, choice, lora_rank, alpha, target_modules, seed, model_kwargs)
+        model.max_seq_length = max_seq_length  # train() checks prompt + completion against it, as Unsloth's loader sets it
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    _LOADED[model] = LoadedModel(model_name, settings, choice)
+    return model, tokenizer
+
+
+def _load_unsloth(model_name, choice, max_seq_length, lora_rank, alpha, target_modules, gpu_memory_utilization, seed, kwargs):
+    import unsloth  # noqa: F401  (must be imported before trl / transformers / peft are used)
+    from unsloth import FastLanguageModel
+
+    vllm = {"max_lora_rank": lora_rank or 16, "gpu_memory_utilization": gpu_memory_utilization} if choice.fast_inference else {}
+    model, tokenizer = FastLanguageModel.from_pretrained(
+        model_name,
+        max_seq_length=max_seq_length,
+        load_in_4bit=choice.load_in_4bit,
+        fast_inference=choice.fast_inference,
+        **vllm,  # vLLM's engine options (unsloth/models/llama.py reads them only with fast_inference)
+        **kwargs,
+    )
+    if lora_rank:
+        model = FastLanguageModel.get_peft_model(
+            model,
+            r=lora_rank,
+            lora_alpha=alpha,
+            target_modules=target_modules if isinstance(target_modules, str) else list(target_modules),
+            use_gradient_checkpointing="unsloth",
+            random_state=seed,
+        )
+    return model, tokenizer
+
+
+def _load_transformers(model_name, choice, lora_rank, alpha, target_modules, seed, kwargs):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_name)
+    options: dict[str, Any] = {}
+    gpu = choice.name != "cpu" and cuda_available()
+    options["dtype"] = half_dtype() if gpu else torch.float32
+    if gpu and os.environ.get("ACCELERATE_USE_DEEPSPEED", "false") != "true":  # DeepSpeed places weights itself
+        # each rank of a multi-GPU launch holds its own copy on its own GPU
+        options["device_map"] = {"": int(os.environ.get("LOCAL_RANK", "0"))}
+    if choice.load_in_4bit:
+        from transformers import BitsAndBytesConfig
+
+        if not gpu:  # bitsandbytes' CPU library runs the nf4 layers where the weights are
+            options["device_map"] = {"": "cpu"}
+        options["quantization_config"] = BitsAndBytesConfig(
+            load_in_4bit=True,
+            bnb_4bit_quant_type="nf4",
+            bnb_4bit_use_double_quant=True,
+            bnb_4bit_compute_dtype=options["dtype"],
+        )
+    options.update(kwargs)
+    model = AutoModelForCausalLM.from_pretrained(model_name, **options)
+    if choice.load_in_4bit and not gpu:
+        _keep_cpu_4bit_layout(model)
+    if not lora_rank:
+        return model, tokenizer
+    from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
+
+    if choice.load_in_4bit:
+        model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=True)
+    present = {name.rsplit(".", 1)[-1] for name, _ in model.named_modules()}
+    targets = target_modules if isinstance(target_modules, str) else [m for m in target_modules if m in present]
+    if not targets:
+        raise BackendError(
+            f"none of the LoRA target modules {list(target_modules)} exist in {model_name}; "
+            f"pass target_modules=... (e.g. 'all-linear')"
+        )
+    lora = LoraConfig(r=lora_rank, lora_alpha=alpha, target_modules=targets, lora_dropout=0.0, task_type="CAUSAL_LM")
+    with torch.random.fork_rng(devices=[]):  # the seed decides the adapters' initial weights, as Unsloth's random_state does
+        torch.manual_seed(seed)
+        return get_peft_model(model, lora), tokenizer
+
+
+def _keep_cpu_4bit_layout(model) -> None:
+    """Keep bitsandbytes' 4-bit CPU layers in the one weight layout training can use.
+
+    On a CPU with AVX512-BF16, bitsandbytes 0.50 repacks a 4-bit weight for inference on its first forward in eval
+    mode (bitsandbytes/nn/modules.py, Linear4bit.forward) and keeps it so; its matmul then takes the inference kernel
+    in training mode too, and the first training step fails ("a view of a leaf Variable that requires grad is being
+    used in an in-place operation"). Generating in eval mode before training (preview, held-out evaluation) did that.
+    """
+    import bitsandbytes as bnb
+
+    for module in model.modules():
+        if isinstance(module, bnb.nn.Linear4bit):
+            module.support_avx512bf16_for_cpu = False

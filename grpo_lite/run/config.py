@@ -1,0 +1,44 @@
+"""Run settings -> a checked ``trl.GRPOConfig``, and a ``run.yaml``'s config back into one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .settings import ConfigError, grpo_config_fields, resolve_options
+
+
+def make_config(preset: str = "auto", *, output_dir: str | Path = "outputs/grpo-lite", **overrides: Any):
+    """A validated ``trl.GRPOConfig`` from a preset (``"auto"`` picks one for this machine) and overrides."""
+    from trl import GRPOConfig
+
+    from ..machine.notebook import one_gpu_per_process
+
+    options = resolve_options(preset, **overrides)
+    try:
+        config = GRPOConfig(output_dir=str(output_dir), **options)
+    except ValueError as error:  # TRL's own checks, for combinations not covered above
+        raise ConfigError(f"GRPOConfig rejected the options: {error}") from error
+    return one_gpu_per_process(config)
+
+
+def config_to_dict(config) -> dict[str, Any]:
+    """Every init field of a GRPOConfig as plain YAML-friendly values."""
+    fields = grpo_config_fields()
+    return {k: v for k, v in config.to_dict().items() if k in fields}
+
+
+def config_from_dict(options: dict[str, Any]):
+    from trl import GRPOConfig
+
+    fields = grpo_config_fields()
+    options = {k: v for k, v in options.items() if k in fields}
+    if options.get("generation_batch_size") is not None:
+        # GRPOConfig derives steps_per_generation from generation_batch_size and refuses both at once
+        options.pop("steps_per_generation", None)
+    if options.get("loss_type") == "dapo":
+        # The default of TRL and Unsloth alike. Passed explicitly, Unsloth's GRPOConfig applies the DAPO paper's
+        # settings (epsilon_high 0.28, mask_truncated_completions) and warns about beta (unsloth/models/rl.py);
+        # left out, the recorded epsilon_high and mask_truncated_completions come back as they were.
+        options.pop("loss_type")
+    return GRPOConfig(**options)

@@ -1,0 +1,93 @@
+"""Training presets: the GRPOConfig values a run starts from, and the one ``auto`` picks for this machine.
+
+Defaults follow the seed recipe (lr 5e-6, Adam betas 0.9/0.99, weight decay 0.1, warmup 0.1, cosine,
+max_grad_norm 0.1, 8 generations, a log line every step) with one deliberate change: ``beta=0.04``.
+TRL's default ``beta=0.0`` drops the reference model, so no KL is computed or logged, and KL is one of
+the signals that tells a healthy run from a drifting one. Two Trainer defaults change for the faults of a
+long run (docs/faults.md): a NaN loss is logged as NaN, and only the two newest checkpoints are kept.
+
+Every field a run relies on is set here even where it is TRL's default: once Unsloth is imported, GRPOConfig is
+Unsloth's generated class (unsloth/models/rl.py), whose defaults differ (gradient_accumulation_steps 2,
+optim adamw_8bit, seed 3407, vllm_importance_sampling_correction False), so an unset field would train
+differently on a GPU machine than in the tests.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+BASE = {
+    "learning_rate": 5e-6,
+    "adam_beta1": 0.9,
+    "adam_beta2": 0.99,
+    "weight_decay": 0.1,
+    "warmup_steps": 0.1,  # transformers 5: a float below 1 is a ratio of the total steps
+    "lr_scheduler_type": "cosine",
+    "max_grad_norm": 0.1,
+    "num_generations": 8,
+    "beta": 0.04,
+    "logging_steps": 1,
+    "logging_nan_inf_filter": False,  # the Trainer's default logs a NaN loss as the average of earlier ones
+    "save_steps": 100,
+    "save_total_limit": 2,  # the newest checkpoint and the one before: a long run cannot fill a 20 GB disk
+    "report_to": "none",
+    # TRL's defaults, pinned against Unsloth's (module docstring)
+    "gradient_accumulation_steps": 1,
+    "optim": "adamw_torch_fused",
+    "seed": 42,
+    "vllm_importance_sampling_correction": True,
+}
+
+TRAINING_PRESETS: dict[str, dict[str, Any]] = {
+    # Tiny models on a laptop CPU: tests, notebooks in smoke mode, the demo.
+    "cpu-smoke": {
+        "use_cpu": True,
+        "bf16": False,
+        "learning_rate": 1e-3,  # a random or tiny model needs large steps to move within a few steps
+        "num_generations": 4,
+        "per_device_train_batch_size": 4,
+        "max_completion_length": 32,
+        "max_steps": 10,
+        "gradient_checkpointing": False,
+        "save_steps": 5,
+    },
+    # Colab / Kaggle T4: no bf16 support, 16 GB.
+    "t4-16gb": {
+        "fp16": True,
+        "bf16": False,
+        "optim": "adamw_8bit",
+        "per_device_train_batch_size": 8,
+        "max_completion_length": 256,
+        "gradient_checkpointing": True,
+    },
+    "l4-24gb": {
+        "bf16": True,
+        "optim": "adamw_8bit",
+        "per_device_train_batch_size": 8,
+        "max_completion_length": 512,
+        "gradient_checkpointing": True,
+    },
+    "a100-80gb": {
+        "bf16": True,
+        "per_device_train_batch_size": 16,
+        "num_generations": 16,
+        "max_completion_length": 1024,
+        "gradient_checkpointing": True,
+    },
+}
+
+def auto_preset() -> str:
+    """The preset for the machine this runs on, judged by its GPU (or its lack of one)."""
+    from ..machine.device import supports_bf16, this_gpu
+
+    gpu = this_gpu()
+    if gpu is None:
+        return "cpu-smoke"
+    if not supports_bf16():  # a T4 (compute capability 7.5): fp16, whatever emulation torch counts
+        return "t4-16gb"
+    return "a100-80gb" if gpu.memory_gb >= 60 else "l4-24gb"
+
+
+def preset_name(preset: str) -> str:
+    """The preset a run trains with: ``"auto"`` is the one :func:`auto_preset` picks for this machine."""
+    return auto_preset() if preset == "auto" else preset

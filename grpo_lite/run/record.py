@@ -1,0 +1,108 @@
+"""The run record, ``run.yaml``: a run's settings as asked for, what the run chose for itself, and the GRPOConfig.
+
+``run.yaml`` is the run's :class:`~grpo_lite.run.settings.RunSettings` written out, plus what the run chose
+(``chosen``: the preset ``auto`` picked, the backend, vLLM's share, reward weights from a ``RewardSet``) and the full
+GRPOConfig it trained with. Its top level is a recipe: ``grpo-lite launch-kit <run dir>`` and ``grpo-lite train``
+read it back as the same run.
+
+    model: Qwen/Qwen2.5-1.5B-Instruct
+    load: {max_seq_length: 1024, lora_rank: 32, ...}
+    rewards: [soft_xml_format_reward, numeric_correctness_reward]
+    preset: auto
+    reward_timeout: 600
+    overrides: {max_steps: 200}
+    chosen: {preset: l4-24gb, backend: unsloth, overrides: {use_vllm: true, ...}}
+    grpo_config: {...every GRPOConfig field...}
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .settings import RunSettings
+
+
+@dataclass
+class RunRecord:
+    """``run.yaml``: the settings asked for, what the run chose for itself, and the GRPOConfig it trained with."""
+
+    settings: RunSettings
+    chosen: dict[str, Any] = field(default_factory=dict)
+    grpo_config: dict[str, Any] = field(default_factory=dict)
+
+    def write(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        document = {**self.settings.to_dict(), "chosen": self.chosen, "grpo_config": self.grpo_config}
+        path.write_text(yaml.dump(document, Dumper=_RecordDumper, sort_keys=False, default_flow_style=False))
+        return path
+
+    @property
+    def reward_names(self) -> list[str]:
+        """The rewards as the metrics name them (``rewards/<name>/mean``): a ``module:function`` path's function."""
+        return [reference.rpartition(":")[2] for reference in self.settings.rewards]
+
+    def fixed(self) -> dict[str, Any]:
+        """What a checkpoint's weights depend on besides the GRPOConfig: a resumed run must match it."""
+        load = self.settings.load
+        return {"model": self.settings.model, "backend": self.chosen.get("backend"),
+                "lora_rank": load.lora_rank if load is not None else self.chosen.get("lora_rank"),
+                "rewards": self.settings.rewards}
+
+
+class _RecordDumper(yaml.SafeDumper):
+    """YAML's safe types, plus what ``from_pretrained`` keywords hold: a torch dtype by the name transformers
+    reads back (``dtype: bfloat16``); anything else as its text, which a launch kit cannot turn back into it."""
+
+
+def _represent_other(dumper: yaml.SafeDumper, value: Any):
+    import torch
+
+    if isinstance(value, torch.dtype):
+        return dumper.represent_str(str(value).removeprefix("torch."))
+    from ..log import logger
+
+    logger.warning(f"run.yaml records {value!r} as text: pass it to load_model by name, or rebuild it by hand to rerun")
+    return dumper.represent_str(repr(value))
+
+
+_RecordDumper.add_multi_representer(object, _represent_other)
+
+
+def read_run(path: str | Path) -> RunRecord:
+    """The :class:`RunRecord` in a ``run.yaml`` (or the run folder holding it); the one reader of run records."""
+    from .files import RUN_FILE
+
+    path = Path(path)
+    path = path / RUN_FILE if path.is_dir() else path
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no run record; pass the output_dir that train() wrote to")
+    document = yaml.safe_load(path.read_text()) or {}
+    chosen = dict(document.get("chosen") or {})
+    settings = RunSettings.from_dict(document, path.name)
+    return RunRecord(settings=settings, chosen=chosen, grpo_config=dict(document.get("grpo_config") or {}))
+
+
+def reward_reference(func) -> str:
+    """The name that resolves back to ``func``: its registry name, else ``module:function`` when importable,
+    else its bare name (a function defined in a notebook, which a launch kit cannot import)."""
+    from rewards.combine import reward_name
+    from rewards.registry import REWARDS
+
+    inner = getattr(func, "func", func)  # a guarded reward wraps the user's function
+    name = reward_name(inner)
+    if REWARDS.get(name) is inner:
+        return name
+    module, qualname = getattr(inner, "__module__", None), getattr(inner, "__qualname__", "")
+    if module and module != "__main__" and "<" not in qualname:
+        try:
+            if getattr(importlib.import_module(module), qualname, None) is inner:
+                return f"{module}:{qualname}"
+        except ImportError:
+            pass
+    return name

@@ -1,0 +1,277 @@
+"""train(): one GRPO run, from a model, a dataset and reward functions to a trained adapter in a run folder.
+
+The run, in order: resolve and guard the rewards; build and check the GRPOConfig; record the run
+(``run.yaml``, grpo_lite.run.record); assemble the callbacks, each with one job; build TRL's GRPOTrainer; train (from a
+checkpoint when resuming); save. The callbacks run in this order (the list in ``train`` is the one place
+that sets it; the user's ``callbacks`` come after grpo-lite's, before the StopSwitch); what each does, and
+the files it writes, is in its module:
+
+    InvariantChecks     grpo_lite.monitor.invariants GRPO invariants into each step's logs
+    MetricsLog          grpo_lite.monitor.metrics    each step -> metrics.jsonl
+    SampleLog           grpo_lite.monitor.samples    each completion, scored -> samples.jsonl
+    RewardFailureStop   grpo_lite.guards.reward_calls       stop when a reward keeps failing
+    NaNStop             grpo_lite.guards.nan          stop, without saving, at a NaN loss or gradient
+    InterruptStops      grpo_lite.run.stopping           Ctrl-C stops after the step
+    LiveDashboard       grpo_lite.monitor.dashboard  charts, samples, health warnings, Stop button
+    HeldoutEvaluation   grpo_lite.evaluation.heldout            held-out scores before and after -> eval.json
+    (the user's callbacks)
+    StopSwitch          grpo_lite.run.stopping           the one way a run ends early, with a checkpoint
+
+Each callback that is a :class:`~grpo_lite.run.callbacks.RunCallback` (grpo-lite's and the user's alike) is
+attached to the trainer once it exists and closed when training ends, however it ends.
+
+Out of GPU memory and a full disk end training from inside the Trainer: ``grpo_lite.guards.faults`` saves what
+can be saved and raises an error that says what to change (docs/faults.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback
+
+from rewards import resolve_rewards
+
+from ..guards.faults import faults_reported
+from ..guards.nan import NaNStop
+from ..guards.reward_calls import GuardedReward, RewardFailureStop, guard, unlimited
+from ..log import is_main_process, logger
+from ..model.load import loaded_as
+from ..monitor.dashboard import LiveDashboard
+from ..monitor.invariants import InvariantChecks
+from ..monitor.metrics import MetricsLog, read_metrics
+from ..monitor.samples import SampleLog
+from ..run.callbacks import attach_all
+from ..run.config import config_to_dict, make_config
+from ..run.files import RUN_FILE
+from ..run.presets import preset_name
+from ..run.record import RunRecord, reward_reference
+from ..run.resume import resume_checkpoint
+from ..run.settings import REWARD_TIMEOUT, Heldout, RunSettings
+from ..run.stopping import InterruptStops, StopSwitch
+
+
+@dataclass
+class TrainResult:
+    """What :func:`train` returns: the trainer, where its files are, and its step records."""
+
+    trainer: Any
+    output_dir: Path
+    rewards: list[GuardedReward] = field(default_factory=list)
+    evaluation: Any = None  # held-out reports before and after (grpo_lite.evaluation.scoring.Comparison) when asked
+    stopped: str | None = None  # why training ended before max_steps (Stop, Ctrl-C, a failing reward), if it did
+
+    @property
+    def metrics(self) -> list[dict[str, Any]]:
+        return read_metrics(self.output_dir)
+
+    @property
+    def model(self):
+        return self.trainer.model
+
+
+def _check_dataset(dataset) -> None:
+    if "prompt" not in dataset.column_names:
+        raise ValueError(
+            f"the dataset has no 'prompt' column (columns: {dataset.column_names}); build it with "
+            "grpo_lite.prepare_dataset(rows, question=..., answer=...)"
+        )
+
+
+def _check_sequence_length(model, tokenizer, dataset, config) -> None:
+    """Refuse a run whose longest prompt plus ``max_completion_length`` exceeds the model's ``max_seq_length``.
+
+    Unsloth's loader sets ``model.max_seq_length`` from ``load_model(max_seq_length=...)`` and sizes the model's
+    RoPE cache and vLLM's maximum model length from it (unsloth/models/llama.py, unsloth_zoo/vllm_utils.py):
+    a longer sequence fails inside generation, after loading and often after the first steps.
+    """
+    limit = getattr(model, "max_seq_length", None)
+    if not isinstance(limit, int) or "prompt" not in dataset.column_names:
+        return
+    texts = [tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True) if isinstance(p, list) else p
+             for p in dataset["prompt"]]
+    longest = max((len(tokenizer(text, add_special_tokens=False)["input_ids"]) for text in texts), default=0)
+    if longest + config.max_completion_length > limit:
+        raise ValueError(
+            f"the longest prompt ({longest} tokens) plus max_completion_length={config.max_completion_length} exceeds the "
+            f"model's max_seq_length={limit}: load the model with load_model(..., max_seq_length={longest + config.max_completion_length}) "
+            f"or more, pass max_completion_length={max(limit - longest, 1)} or less, or drop long prompts with "
+            "prepare_dataset(..., tokenizer=tokenizer, max_prompt_tokens=N)"
+        )
+
+
+def _dashboard(dashboard: Any, output_dir: Path) -> list[TrainerCallback]:
+    """``True``: the view that fits; a view name; a LiveDashboard of the user's; ``False``: none."""
+    if dashboard is True or isinstance(dashboard, str):
+        return [LiveDashboard(output_dir, view="auto" if dashboard is True else dashboard)]
+    return [dashboard] if dashboard else []
+
+
+def _grpo_trainer(model, tokenizer, dataset, rewards, config, callbacks):
+    from .trl_compat import enable_cpu_logprobs, prepare_for_unsloth_trainer
+
+    enable_cpu_logprobs()
+    prepare_for_unsloth_trainer(model, config)
+    from trl import GRPOTrainer
+
+    if "ref" in getattr(model, "peft_config", {}):
+        # A previous GRPOTrainer left its frozen "ref" adapter on the model, and TRL refuses to add a second: drop
+        # it, so TRL copies the adapter as it is now and this run's KL is measured from where it starts.
+        model.delete_adapter("ref")
+    trainer = GRPOTrainer(model=model, reward_funcs=rewards, args=config, train_dataset=dataset,
+                          processing_class=tokenizer, callbacks=callbacks)
+    if any(isinstance(callback, LiveDashboard) for callback in callbacks):
+        # the dashboard is the run's one voice: its header shows the step, elapsed and remaining time
+        from transformers.trainer import DEFAULT_PROGRESS_CALLBACK
+        from transformers.trainer_callback import PrinterCallback
+
+        for chatter in (DEFAULT_PROGRESS_CALLBACK, PrinterCallback):
+            trainer.remove_callback(chatter)
+    attach_all(trainer)
+    return trainer
+
+
+def train(
+    model,
+    tokenizer,
+    dataset,
+    rewards: Any,
+    *,
+    preset: str = "auto",
+    output_dir: str | Path = "outputs/grpo-lite",
+    reward_weights: Sequence[float] | None = None,
+    callbacks: Sequence[TrainerCallback] = (),
+    resume: bool = False,
+    dashboard: Any = True,
+    heldout: Any = None,
+    heldout_n: int | None = 200,
+    heldout_samples: int = 1,
+    reward_timeout: float | None = REWARD_TIMEOUT,
+    **overrides: Any,
+) -> TrainResult:
+    """GRPO-train ``model`` on ``dataset`` with ``rewards``; returns a :class:`TrainResult`.
+
+    ``dataset`` needs a ``prompt`` column (see :func:`grpo_lite.prepare_dataset`); its other columns reach
+    the reward functions. ``rewards`` are reward functions, registry or preset names, ``"module:function"``
+    paths or a ``rewards.RewardSet`` (its weights become ``reward_weights``). ``overrides`` are
+    ``trl.GRPOConfig`` fields (``max_steps=50``, ``num_generations=4``, ...), checked before training starts.
+    ``dashboard`` draws a :class:`~grpo_lite.LiveDashboard` (``True``: the notebook or terminal view that
+    fits; a view name, ``"log"``...; a ``LiveDashboard`` of your own; ``False``: none). ``callbacks`` run
+    after grpo-lite's; a :class:`~grpo_lite.run.callbacks.RunCallback` among them is also attached to the trainer and
+    closed when training ends, however it ends. Ctrl-C stops after
+    the current step, with a checkpoint. ``heldout`` (a ``prepare_dataset`` dataset with ``prompt`` and
+    ``answer``, not trained on) is evaluated on its first ``heldout_n`` rows before and after training,
+    greedily and, with ``heldout_samples=k``, with k samples per row for pass@k: the reports, side by side,
+    are printed, returned as ``result.evaluation`` and written to ``eval.json``. ``reward_timeout`` is the
+    seconds one call of a reward function may take (``None``: no limit); a call past it scores ``None``,
+    like a crash, and three failures in a row stop the run (docs/faults.md).
+    """
+    loaded = loaded_as(model)
+    settings = RunSettings(
+        model=loaded.name if loaded else str(getattr(getattr(model, "config", None), "_name_or_path", "") or type(model).__name__),
+        rewards=rewards, load=loaded.settings if loaded else None,
+        reward_weights=list(reward_weights) if reward_weights is not None else None, preset=preset,
+        output_dir=str(output_dir), reward_timeout=reward_timeout,
+        heldout=Heldout(heldout, heldout_n, heldout_samples) if heldout is not None else None, overrides=overrides)
+    return train_run(model, tokenizer, dataset, settings, callbacks=callbacks, resume=resume, dashboard=dashboard)
+
+
+def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Sequence[TrainerCallback] = (),
+                 resume: bool = False, dashboard: Any = True) -> TrainResult:
+    """:func:`train` for a run given as one :class:`RunSettings`, whose ``heldout.data`` is a prepared dataset."""
+    settings.validate()
+    output_dir = Path(settings.output_dir or "outputs/grpo-lite")
+    funcs, set_weights = resolve_rewards(settings.rewards)
+    weights = settings.reward_weights if settings.reward_weights is not None else set_weights
+    chosen_overrides = {key: value for key, value in vllm_options(model).items() if key not in settings.overrides}
+    config = make_config(settings.preset, output_dir=output_dir, **chosen_overrides, **settings.overrides,
+                         **({"reward_weights": list(weights)} if weights is not None else {}))
+    _check_dataset(dataset)
+    _check_sequence_length(model, tokenizer, dataset, config)
+    heldout = settings.heldout if settings.heldout is not None and settings.heldout.data is not None else None
+    evaluation = []
+    if heldout is not None:
+        from ..evaluation.heldout import HeldoutEvaluation
+
+        evaluation = [HeldoutEvaluation(tokenizer, heldout.data, funcs, output_dir, heldout_n=heldout.n,
+                                        heldout_samples=heldout.samples, temperature=config.temperature,
+                                        max_completion_length=config.max_completion_length)]
+
+    guarded = [guard(f, settings.reward_timeout) for f in funcs]
+    if (unlimited_rewards := unlimited(guarded)) is not None:
+        logger.warning(unlimited_rewards)
+    record = _record(model, settings, funcs, config, set_weights, chosen_overrides)
+    checkpoint = resume_checkpoint(output_dir, config, record) if resume else None
+    if is_main_process():
+        record.write(output_dir / RUN_FILE)
+
+    switch = StopSwitch()
+    watchers = [
+        InvariantChecks(),  # before MetricsLog, which records the invariants it adds to the logs
+        MetricsLog(output_dir),
+        SampleLog(output_dir),
+        RewardFailureStop(guarded, switch),
+        NaNStop(switch),
+        InterruptStops(switch),
+        *_dashboard(dashboard, output_dir),
+        *evaluation,  # after the dashboard: its last frame and the end of Stop come before the evaluation after training
+        *callbacks,
+        switch,  # last: it acts on stop requests made by the callbacks before it at the same step
+    ]
+    trainer = _grpo_trainer(model, tokenizer, dataset, guarded, config, watchers)
+    with faults_reported(trainer):
+        trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+        if switch.save:  # after a NaN the last good checkpoint is the result: nothing is saved over it
+            trainer.save_model(str(output_dir))  # the Trainer writes from the main process only
+            if trainer.is_world_process_zero():
+                tokenizer.save_pretrained(str(output_dir))
+                logger.info(f"saved the adapter and tokenizer to {output_dir}")
+    if switch.error is not None:
+        raise switch.error
+    return TrainResult(trainer=trainer, output_dir=output_dir, rewards=guarded,
+                       evaluation=evaluation[0].comparison if evaluation else None, stopped=switch.reason)
+
+
+def vllm_options(model) -> dict[str, Any]:
+    """GRPOConfig settings for a model that carries a colocated vLLM engine (Unsloth ``fast_inference``).
+
+    Unsloth's GRPOTrainer sets ``use_vllm=True`` and ``vllm_mode="colocate"`` itself when the model has
+    ``vllm_engine`` (unsloth/models/rl.py, the ``vllm_setter`` it adds to the trainer's ``__init__``); saying so
+    here puts them in run.yaml too, with vLLM's share of the GPU as load_model gave it.
+    """
+    if getattr(model, "vllm_engine", None) is None:
+        return {}
+    options: dict[str, Any] = {"use_vllm": True, "vllm_mode": "colocate"}
+    loaded = loaded_as(model)
+    if loaded is not None and loaded.backend.gpu_memory_utilization is not None:
+        options["vllm_gpu_memory_utilization"] = loaded.backend.gpu_memory_utilization
+    return options
+
+
+def _record(model, settings: RunSettings, funcs, config, set_weights, chosen_overrides: dict[str, Any]) -> RunRecord:
+    """``run.yaml`` of this run: the settings as given (rewards by the names that resolve back to them), what the run
+    chose, its GRPOConfig. Held-out rows given as a dataset are recorded by their count; a recipe names their file."""
+    loaded = loaded_as(model)
+    recorded = dataclasses.replace(settings, rewards=[reward_reference(f) for f in funcs], output_dir=None, dataset=None,
+                                   load=loaded.settings if loaded else settings.load)
+    chosen: dict[str, Any] = {"preset": preset_name(settings.preset)}
+    if settings.heldout is not None and settings.heldout.data is not None and not isinstance(settings.heldout.data, dict):
+        chosen["heldout_rows"] = len(settings.heldout.data)
+    if loaded is not None:
+        backend = loaded.backend
+        chosen.update(backend=backend.name, backend_reason=backend.reason, load_in_4bit=backend.load_in_4bit,
+                      fast_inference=backend.fast_inference)
+        if backend.gpu_memory_utilization is not None:
+            chosen["gpu_memory_utilization"] = backend.gpu_memory_utilization
+    else:
+        peft_config = getattr(model, "peft_config", {}).get(getattr(model, "active_adapter", "default"))
+        chosen["lora_rank"] = getattr(peft_config, "r", None)
+    if set_weights is not None and settings.reward_weights is None:
+        chosen["reward_weights"] = list(set_weights)
+    if chosen_overrides:
+        chosen["overrides"] = dict(chosen_overrides)
+    return RunRecord(settings=recorded, chosen=chosen, grpo_config=config_to_dict(config))
