@@ -22,6 +22,7 @@ BENCHMARKS = {
     "rewards": ["rewards_bench.py"],
     "sandbox": ["sandbox_bench.py"],
     "dashboard": ["dashboard_overhead.py"],
+    "long_run": ["long_run.py"],
     "overhead": ["overhead.py"],
     "plan": ["plan_vs_measured.py"],
     "gpu": ["gpu_compare.py"],

@@ -9,7 +9,7 @@ same way, so a function scores the same in each; training checks the returned sc
 ...     return [float(c.isupper()) for c in completions]
 >>> call_reward(shout, prompts=["p", "p"], completions=["HI", "hi"], completion_ids=[[1], [2]])
 [1.0, 0.0]
->>> score_violations([1.0, float("nan")], 2)
+>>> read_scores([1.0, float("nan")], 2)[1]
 [ScoreViolation(kind='not_a_number', message='returned nan for completion 1; return a finite float, or None for a completion it does not score', row=1)]
 """
 
@@ -21,7 +21,7 @@ import functools
 import inspect
 import math
 import numbers
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,16 +74,39 @@ class ScoreViolation:
     row: int | None = None
 
 
-def score_violations(scores: Any, n: int) -> list[ScoreViolation]:
-    """What is wrong with ``scores`` as the scores of ``n`` completions: one float (or None) per completion,
-    finite. NaN is refused too: TRL would read it as None, so a NaN the function computed (0/0, a mean of
-    nothing) would silently drop its completion."""
-    if not isinstance(scores, (list, tuple)) or len(scores) != n:
-        got = f"{len(scores)} scores" if isinstance(scores, (list, tuple)) else f"a {type(scores).__name__}"
-        return [ScoreViolation("wrong_length", f"returned {got} for {n} completions; return one float (or None) per completion")]
-    return [
+def read_scores(value: Any, n: int) -> tuple[list, list[ScoreViolation]]:
+    """A reward's return value as TRL reads it, and what is wrong with it as the scores of ``n`` completions.
+
+    TRL takes any sequence of numbers or None, one per completion (it iterates over the value: a list, a tuple,
+    a numpy array, a torch tensor, a generator); the scores come back as a list of floats and None. NaN is
+    refused: TRL would read it as None, so a NaN the function computed (0/0, a mean of nothing) would silently
+    drop its completion.
+
+    >>> import numpy as np
+    >>> read_scores(np.array([1.0, 0.5]), 2)
+    ([1.0, 0.5], [])
+    >>> read_scores((s for s in [1, None]), 2)
+    ([1.0, None], [])
+    >>> read_scores("1.0", 1)[1][0].message
+    'returned a str for 1 completions; return one float (or None) per completion'
+    """
+    scores = _as_list(value)
+    if scores is None or len(scores) != n:
+        got = f"{len(scores)} scores" if scores is not None else f"a {type(value).__name__}"
+        return [], [ScoreViolation("wrong_length", f"returned {got} for {n} completions; return one float (or None) per completion")]
+    violations = [
         ScoreViolation("not_a_number", f"returned {score!r} for completion {i}; return a finite float, or None for a "
                        "completion it does not score", i)
         for i, score in enumerate(scores)
         if score is not None and not (isinstance(score, numbers.Real) and math.isfinite(score))
     ]
+    bad = {v.row for v in violations}
+    return [score if score is None or i in bad else float(score) for i, score in enumerate(scores)], violations
+
+
+def _as_list(value: Any) -> list | None:
+    """The items of a one-dimensional sequence or iterable, numpy and torch scalars as Python numbers; None for
+    what TRL cannot take as scores (one number, a string, a mapping, a 2-D array)."""
+    if isinstance(value, (str, bytes, dict)) or not isinstance(value, Iterable) or getattr(value, "ndim", 1) != 1:
+        return None
+    return [item.item() if getattr(item, "ndim", None) == 0 and hasattr(item, "item") else item for item in value]

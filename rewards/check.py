@@ -1,8 +1,13 @@
 """The reward lab: run reward functions over sample rows and see what they do before paying for a GPU.
 
     report = check_rewards([soft_xml_format_reward, numeric_correctness_reward], rows)
-    report            # a table in a notebook or terminal: scores, parsed answer vs gold, advantages, problems
+    report            # in a notebook or terminal: problems, a line per function, then the first rows
     report.ok         # False when a function crashed, returned the wrong length, NaN/inf, ...
+    report.rows       # every row: scores, parsed answer vs gold, total, advantage
+    report.to_csv("lab.csv")   # every row, one column per function
+
+The display stays small however many rows: problems one line per kind and function (with a count), then the
+first ``report.rows_shown`` rows and how many more there are.
 
 Rows are dicts with ``completion`` (a string or chat messages) and optionally ``prompt``, ``answer``,
 ``completion_ids`` (the completion's token ids, for length rewards) and any other column a reward reads.
@@ -13,14 +18,16 @@ model nothing.
 
 from __future__ import annotations
 
+import csv
 import inspect
 import json
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from .calling import call_reward, score_violations
+from .calling import call_reward, read_scores
 from .combine import reward_name, weighted_total
 from .correctness import final_answer, gold_answers
 from .diagnoses import DIAGNOSIS, TIE
@@ -29,6 +36,8 @@ from .extract import completion_text
 from .registry import resolve_rewards
 
 RESERVED = ("prompt", "completion", "completion_ids")
+ROWS_SHOWN = 20  # rows a report's display draws; every row stays in report.rows and its CSV
+PROBLEMS_SHOWN = 12  # lines of problems a display draws (each line: one kind of problem of one function, counted)
 
 
 @dataclass(frozen=True)
@@ -52,9 +61,14 @@ class Problem:
 
 @dataclass
 class RewardReport(RichReport):
-    """Scores per function per row, parsed answers, advantages and the problems found."""
+    """Scores per function per row, parsed answers, advantages and the problems found.
+
+    Its display (``str()``, the notebook's HTML) summarises first: the problems, one line per function, then the first
+    ``rows_shown`` rows and a count of the rest; every row is in ``rows``, :meth:`records` and :meth:`to_csv`.
+    """
 
     text_width = 160
+    rows_shown = ROWS_SHOWN  # set on a report to draw more or fewer rows
 
     functions: list[str]
     rows: list[dict[str, Any]]
@@ -74,12 +88,44 @@ class RewardReport(RichReport):
     def kinds(self) -> set[str]:
         return {p.kind for p in self.problems}
 
+    def records(self) -> list[dict[str, Any]]:
+        """Every row as one flat dict (each function's score a column): what :meth:`to_csv` writes;
+        ``pandas.DataFrame(report.records())`` is the report as a DataFrame."""
+        return [{"row": row["row"], "group": row["group"], "completion": row["completion"], "parsed": row["parsed"],
+                 "gold": row["gold"], **{name: row["scores"][name] for name in self.functions}, "total": row["total"],
+                 "advantage": row.get("advantage")} for row in self.rows]
+
+    def to_csv(self, path: str | Path) -> Path:
+        """Write every row to a CSV file (a header, then one line per row; an unscored cell is empty)."""
+        path = Path(path)
+        columns = ["row", "group", "completion", "parsed", "gold", *self.functions, "total", "advantage"]
+        with path.open("w", newline="", encoding="utf-8") as handle:
+            writer = csv.DictWriter(handle, fieldnames=columns)
+            writer.writeheader()
+            writer.writerows(self.records())
+        return path
+
     def __rich__(self):
         from rich.console import Group
+        from rich.text import Text
+
+        head = Text(f"Reward lab: {len(self.rows):,} rows x {len(self.functions)} functions", style="bold")
+        problems = [Text(line, style="bold red" if error else "yellow") for line, error in problem_lines(self.problems)]
+        shown = self.rows[: max(self.rows_shown, 0)]
+        parts = [head, *(problems or [Text("no problems found", style="green")]), function_table(self)]
+        if shown:
+            parts.append(self._rows_table(shown))
+        if len(self.rows) > len(shown):
+            parts.append(Text(f"... and {len(self.rows) - len(shown):,} more rows: report.rows, report.to_csv(path), "
+                              "report.records()", style="italic"))
+        return Group(*parts)
+
+    def _rows_table(self, rows: list[dict[str, Any]]):
         from rich.table import Table
         from rich.text import Text
 
-        table = Table(title=f"Reward lab: {len(self.rows)} rows x {len(self.functions)} functions", show_lines=False)
+        title = f"rows 0-{len(rows) - 1} of {len(self.rows):,}" if len(rows) < len(self.rows) else None
+        table = Table(title=title, show_lines=False)
         table.add_column("row", justify="right", min_width=3)
         table.add_column("group", justify="right", min_width=3)
         table.add_column("completion", max_width=40, overflow="ellipsis", no_wrap=True)
@@ -89,7 +135,7 @@ class RewardReport(RichReport):
             table.add_column(header, justify="right", min_width=max(map(len, header.split())))
         table.add_column("total", justify="right", min_width=5)
         table.add_column("advantage", justify="right", min_width=9)
-        for row in self.rows:
+        for row in rows:
             table.add_row(
                 str(row["row"]),
                 str(row["group"]),
@@ -99,10 +145,52 @@ class RewardReport(RichReport):
                 _fmt(row["total"]),
                 _fmt(row.get("advantage")),
             )
-        lines = [Text(f"x {p}", style="bold red" if p.kind in ERRORS else "yellow") for p in self.problems]
-        return Group(table, *(lines or [Text("no problems found", style="green")]))
+        return table
+
 
 ERRORS = {"exception", "wrong_length", "not_a_number", "unreadable_completion"}
+
+
+def problem_lines(problems: Sequence[Problem], shown: int = PROBLEMS_SHOWN) -> list[tuple[str, bool]]:
+    """Problems as at most ``shown`` lines (text, is an error): one per kind and function, with how many times it
+    happened and where, so that a tie in 1,000 groups is one line; a problem found once is printed whole."""
+    by_kind: dict[tuple[str, str | None], list[Problem]] = {}
+    for problem in problems:
+        by_kind.setdefault((problem.kind, problem.function), []).append(problem)
+    lines = []
+    for (kind, function), found in by_kind.items():
+        first = found[0]
+        if len(found) == 1:
+            text = str(first)
+        else:
+            rows = [p.row for p in found if p.row is not None]
+            where = f" (rows {', '.join(map(str, rows[:5]))}{', ...' if len(rows) > 5 else ''})" if rows else ""
+            text = (f"{kind}: {f'[{function}] ' if function else ''}{len(found):,} times{where}; the first: {first.message}"
+                    + (f" -> {first.fix}" if first.fix else ""))
+        lines.append((f"x {text}", kind in ERRORS))
+    if len(lines) > shown:
+        rest = sum(len(found) for found in list(by_kind.values())[shown:])
+        lines = lines[:shown] + [(f"... and {rest:,} more problems in report.problems", False)]
+    return lines
+
+
+def function_table(report: RewardReport):
+    """One line per reward function: its weight, mean, lowest and highest score, rows scored and not, problems."""
+    from rich.table import Table
+
+    weights = report.settings.get("reward_weights") or [1.0] * len(report.functions)
+    counts: dict[str | None, int] = {}
+    for problem in report.problems:
+        counts[problem.function] = counts.get(problem.function, 0) + 1
+    table = Table(title="per function", title_justify="left")
+    for column in ("function", "weight", "mean", "min", "max", "scored", "None", "problems"):
+        table.add_column(column, justify="left" if column == "function" else "right")
+    for name, weight in zip(report.functions, weights):
+        scores = [s for s in report.scores(name) if s is not None]
+        mean = _fmt(sum(scores) / len(scores)) if scores else "-"
+        table.add_row(name, f"{weight:g}", mean, _fmt(min(scores, default=None)), _fmt(max(scores, default=None)),
+                      f"{len(scores):,}", f"{len(report.rows) - len(scores):,}", f"{counts.get(name, 0):,}")
+    return table
 
 
 def _fmt(value: float | None) -> str:
@@ -140,12 +228,12 @@ def _score_function(func: Callable, name: str, samples: Sequence[dict[str, Any]]
         if not problems:
             problems.append(Problem("exception", traceback.format_exc(limit=-1).strip(), name))
         return [None] * n, problems
-    violations = score_violations(scores, n)
+    scores, violations = read_scores(scores, n)
     if any(v.kind == "wrong_length" for v in violations):
         return [None] * n, [Problem(v.kind, v.message, name) for v in violations]
     problems = [Problem(v.kind, v.message, name, v.row) for v in violations]
     bad = {v.row for v in violations}
-    clean = [None if score is None or i in bad else float(score) for i, score in enumerate(scores)]
+    clean = [None if i in bad else score for i, score in enumerate(scores)]
     scored = [s for s in clean if s is not None]
     if n >= 2 and len(scored) == n and len(set(scored)) == 1:
         problems.append(Problem("constant_reward", f"scores {scored[0]:g} for every sample: it carries no signal here", name))

@@ -69,10 +69,20 @@ def resolve(name: str) -> list[Callable]:
 def import_reward(path: str) -> Callable:
     """The reward function at ``"module:function"`` (your own module on the Python path)."""
     module_name, _, attribute = path.partition(":")
+    if not module_name or not attribute:
+        raise ValueError(f"reward {path!r}: write 'module:function', e.g. 'my_rewards:correctness_reward'")
     try:
-        func = getattr(importlib.import_module(module_name), attribute)
-    except (ImportError, AttributeError) as error:
-        raise ValueError(f"reward {path!r}: cannot import {attribute!r} from module {module_name!r} ({error})") from error
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ValueError(f"reward {path!r}: cannot import module {module_name!r} ({error}); is it on the Python path "
+                         "(the working folder, or PYTHONPATH)?") from error
+    except Exception as error:  # the module's own code failed as it was imported: a missing key, a syntax error
+        raise ValueError(f"reward {path!r}: importing module {module_name!r} raised {type(error).__name__}: {error}; "
+                         "fix the module (it runs when it is imported)") from error
+    func = getattr(module, attribute, None)
+    if func is None:
+        raise ValueError(f"reward {path!r}: module {module_name!r} has no {attribute!r}"
+                         f"{did_you_mean(attribute, [n for n in dir(module) if not n.startswith('_')])}")
     if not callable(func):
         raise TypeError(f"reward {path!r} is not callable")
     return func

@@ -53,6 +53,13 @@ def test_notebooks_and_the_readme_import_only_public_names():
     for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
         cells = json.loads(path.read_text())["cells"]
         sources[path.name] = "\n".join("".join(cell["source"]) for cell in cells if cell["cell_type"] == "code")
+    for path in sorted((ROOT / "docs").glob("*.md")):
+        sources[f"docs/{path.name}"] = path.read_text()
+    api, rewards_page = (ROOT / "docs" / "api.md").read_text(), (ROOT / "docs" / "rewards.md").read_text()
     for name, text in sources.items():
         assert _imported(text, "grpo_lite") - set(grpo_lite.__all__) == set(), name
         assert _imported(text, "rewards") - set(rewards.__all__) == set(), name
+        # a name taken from a module is one the API page (or the rewards page) places there
+        for module, names in re.findall(r"^\s*from ((?:grpo_lite|rewards)\.[\w.]+) import ([\w ,]+)", text, re.M):
+            page = api if module.startswith("grpo_lite") else rewards_page
+            assert all(re.search(rf"`{n.strip()}\b", page) for n in names.split(",")), (name, module, names)

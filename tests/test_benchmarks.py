@@ -102,3 +102,16 @@ def test_fault_table_publishes_the_rows_its_tests_print():
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = [line for line in proc.stdout.splitlines() if line.startswith("| NaN loss |")]
     assert len(rows) == 1 and "| `NaNDetected` | yes: checkpoint-2 resumed to step 4" in rows[0], proc.stdout
+
+
+@pytest.mark.slow
+def test_long_run_benchmark_measures_each_cost_against_its_first_checkpoint():
+    proc = subprocess.run([sys.executable, "benchmarks/long_run.py", "--steps", "3,40", "--repeats", "2", "--rows", "8,24",
+                           "--show-run", "20,40"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "| notebook update: `frame()` + `frame_html` | " in proc.stdout and "| step 3 | step 40 |" in proc.stdout
+    assert "| `str(report)` | " in proc.stdout and "| page bytes | " in proc.stdout
+    last = proc.stdout.strip().splitlines()[-1]
+    ratios = dict(item.split(":") for item in last.removeprefix("long_run_worst_ratios=").split(","))
+    assert last.startswith("long_run_worst_ratios=") and set(ratios) == {"notebook", "terminal", "html_bytes", "chart", "lab_display_s"}
+    assert all(float(value) > 0 for value in ratios.values())

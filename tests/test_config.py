@@ -36,7 +36,7 @@ def test_overrides_win_and_unknown_fields_suggest_a_name(tmp_path):
         ({"num_generations": 3}, r"must be divisible by num_generations=3"),
         ({"num_generations": 1}, "use 2 or more"),
         ({"beta": -0.1}, "must be >= 0"),
-        ({"max_steps": None}, "max_steps=None is not valid"),
+        ({"max_steps": None}, "max_steps=None: give a positive number of steps, or -1"),
         ({"max_prompt_length": 256}, "prepare_dataset"),
         ({"bf16": True}, "mixed precision needs a GPU"),
         ({"learning_rate": 0}, "must be positive"),

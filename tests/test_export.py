@@ -57,7 +57,18 @@ def test_unsloth_formats_name_what_is_missing(tiny_model, tmp_path, how):
 
 def test_bad_options_are_named(tiny_model, tmp_path):
     model, tokenizer = tiny_model
-    with pytest.raises(ValueError, match="how='onnx'"):
+    with pytest.raises(ExportError, match="how='onnx'"):
         export(model, tokenizer, tmp_path, how="onnx")
-    with pytest.raises(ValueError, match="quantization='q9'"):
+    with pytest.raises(ExportError, match="quantization='q9'"):
         export(model, tokenizer, tmp_path, how="gguf", quantization="q9")
+
+
+def test_an_export_into_a_folder_that_holds_files_is_refused_unless_asked(trained_lora, tmp_path):
+    model, tokenizer = trained_lora
+    export(model, tokenizer, tmp_path / "out", how="adapter")
+    with pytest.raises(ExportError, match=r"out already holds README\.md, adapter_config\.json, adapter_model\.safetensors, .*overwrite=True"):
+        export(model, tokenizer, tmp_path / "out", how="merged_16bit")
+    assert (tmp_path / "out" / "adapter_model.safetensors").exists()  # refused before anything was touched
+    export(model, tokenizer, tmp_path / "out", how="merged_16bit", overwrite=True)
+    held = {p.name for p in (tmp_path / "out").iterdir()}
+    assert "model.safetensors" in held and not held & {"adapter_config.json", "adapter_model.safetensors"}

@@ -103,14 +103,51 @@ def test_check_resume_names_each_changed_field(tmp_path):
         assert line in message
 
 
-def test_resume_skips_a_checkpoint_cut_off_mid_save(tmp_path, capsys):
+def _checkpoint(folder: Path, *parts: str, state: str = '{"global_step": 2}') -> None:
+    folder.mkdir()
+    for name in parts:
+        (folder / name).write_bytes(b"x")
+    (folder / "trainer_state.json").write_text(state)
+
+
+def test_resume_takes_the_newest_whole_checkpoint_and_says_why_it_skipped_the_others(tmp_path, capsys):
     from grpo_lite.run.resume import latest_checkpoint
 
     assert latest_checkpoint(tmp_path) is None
-    for step in (2, 4, 10):
-        (tmp_path / f"checkpoint-{step}").mkdir()
-    (tmp_path / "checkpoint-2" / "trainer_state.json").write_text('{"global_step": 2}')
-    (tmp_path / "checkpoint-4" / "trainer_state.json").write_text('{"global_st')  # killed while writing it
+    whole = ("adapter_model.safetensors", "optimizer.pt", "scheduler.pt")
+    _checkpoint(tmp_path / "checkpoint-2", *whole)
+    _checkpoint(tmp_path / "checkpoint-4", *whole, state='{"global_st')  # killed while writing it
+    _checkpoint(tmp_path / "checkpoint-6", "adapter_model.safetensors", "scheduler.pt")  # optimizer.pt removed
+    _checkpoint(tmp_path / "checkpoint-8", "optimizer.pt", "scheduler.pt")  # no weights
     assert latest_checkpoint(tmp_path) == tmp_path / "checkpoint-2"
-    assert "checkpoint-10: its save was cut off" in capsys.readouterr().err
+    said = capsys.readouterr().err
+    assert "skipping checkpoint-8: it has no the weights" in said
+    assert "skipping checkpoint-6: it has no optimizer.pt" in said
+    assert "skipping checkpoint-4: it has no a readable trainer_state.json" in said
     assert (tmp_path / "checkpoint-4").exists()  # skipped, not deleted
+
+
+def test_a_resume_passes_over_a_checkpoint_without_its_optimizer_and_rotation_keeps_a_whole_one(tmp_path, capsys):
+    """The Trainer would resume from checkpoint-4 without optimizer.pt and reset Adam without a word; its rotation
+    would then count the broken checkpoint among the ones it keeps."""
+    from grpo_lite import load_builtin, load_model, prepare_dataset, train
+    from grpo_lite.model.tiny import build_tiny_model
+    from grpo_lite.run.resume import saved_whole
+
+    model, tokenizer = load_model(str(build_tiny_model(tmp_path / "model")), lora_rank=4)
+    dataset = prepare_dataset(load_builtin("arithmetic")[:16], system_prompt=None)
+    quick = dict(preset="cpu-smoke", num_generations=4, per_device_train_batch_size=4, max_completion_length=8,
+                 save_steps=2, save_total_limit=2, dashboard=False)
+    out = tmp_path / "run"
+    train(model, tokenizer, dataset, "numeric_correctness_reward", output_dir=out, max_steps=4, **quick)
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-4"]
+    (out / "checkpoint-4" / "optimizer.pt").unlink()
+    capsys.readouterr()
+    train(model, tokenizer, dataset, "numeric_correctness_reward", output_dir=out, max_steps=6, resume=True, **quick)
+    said = capsys.readouterr().err
+    assert "skipping checkpoint-4: it has no optimizer.pt" in said and "resuming from checkpoint-2" in said
+    assert "kept the incomplete checkpoint-4 as partial-checkpoint-4" in said
+    assert (out / "partial-checkpoint-4" / "adapter_model.safetensors").exists()  # nothing the user had is deleted
+    checkpoints = sorted(out.glob("checkpoint-*"))
+    assert [p.name for p in checkpoints] == ["checkpoint-4", "checkpoint-6"] and all(saved_whole(p) for p in checkpoints)
+    assert [row["step"] for row in read_metrics(out)] == list(range(1, 7))

@@ -15,6 +15,7 @@ from typing import Any
 
 from rewards.extract import gold_text
 
+from ..errors import UserError
 from ..log import logger
 
 REASONING_SYSTEM_PROMPT = (
@@ -26,26 +27,22 @@ REASONING_SYSTEM_PROMPT = (
 BUILTIN_DATASETS = Path(__file__).parents[1] / "assets" / "datasets"
 
 
-class DatasetError(ValueError):
+class DatasetError(UserError, ValueError):
     """The data cannot become GRPO prompts; the message names the row and column and how to fix it."""
 
 
 def load_rows(source: Any):
-    """A ``datasets.Dataset`` from a Dataset, a list of dicts, or a ``.csv`` / ``.jsonl`` / ``.json`` path."""
+    """A ``datasets.Dataset`` from a Dataset, a list of dicts, or a ``.csv`` / ``.jsonl`` / ``.json`` path (a list of
+    dicts stays a list). A file that cannot be read, or has no rows, is a :class:`DatasetError` naming the file and
+    the line."""
     from datasets import Dataset
 
     if isinstance(source, Dataset):
+        if len(source) == 0:
+            raise DatasetError("the dataset has no rows")
         return source
     if isinstance(source, (str, Path)):
-        path = Path(source)
-        if not path.exists():
-            raise DatasetError(f"data file {str(path)!r} does not exist")
-        suffix = path.suffix.lower()
-        if suffix == ".csv":
-            return Dataset.from_csv(str(path))
-        if suffix in (".jsonl", ".json"):
-            return Dataset.from_json(str(path))
-        raise DatasetError(f"cannot read {path.name!r}: use a .csv, .jsonl or .json file, or pass a list of dicts")
+        return _read_file(Path(source))
     if isinstance(source, Iterable) and not isinstance(source, (dict, bytes)):
         rows = list(source)
         if not rows:
@@ -57,6 +54,56 @@ def load_rows(source: Any):
     raise DatasetError(
         f"cannot read data of type {type(source).__name__}: pass a datasets.Dataset, a list of dicts or a file path"
     )
+
+
+def _read_file(path: Path):
+    from datasets import Dataset
+
+    if not path.exists():
+        raise DatasetError(f"data file {str(path)!r} does not exist")
+    if not path.is_file():
+        raise DatasetError(f"data file {str(path)!r} is a folder; give the .csv, .jsonl or .json file in it")
+    suffix = path.suffix.lower()
+    if suffix not in (".csv", ".jsonl", ".json"):
+        raise DatasetError(f"cannot read {path.name!r}: use a .csv, .jsonl or .json file, or pass a list of dicts")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise DatasetError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})") from None
+    if suffix == ".csv":
+        try:  # pandas' reader, as datasets uses it: numbers in a column come back as numbers
+            rows = Dataset.from_csv(str(path)) if text.strip() else []
+        except Exception as error:  # pandas' parser errors name the line
+            raise DatasetError(f"{path}: cannot read it as CSV ({' '.join(str(error).split())})") from None
+    elif suffix == ".json" and text.lstrip().startswith("["):
+        try:
+            rows = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise DatasetError(f"{path}, line {error.lineno}: not JSON ({error.msg} at column {error.colno})") from None
+        bad = next((i for i, row in enumerate(rows) if not isinstance(row, dict)), None)
+        if bad is not None:
+            raise DatasetError(f"{path}: item {bad} is a {type(rows[bad]).__name__}, expected an object of column -> value")
+    else:
+        rows = _json_lines(path, text)
+    if not len(rows):
+        raise DatasetError(f"{path} has no rows")
+    return rows if suffix == ".csv" else _to_dataset(rows)
+
+
+def _json_lines(path: Path, text: str) -> list[dict[str, Any]]:
+    rows = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise DatasetError(f"{path}, line {number}: not JSON ({error.msg} at column {error.colno}); each line is one "
+                               "JSON object of column -> value") from None
+        if not isinstance(row, dict):
+            raise DatasetError(f"{path}, line {number}: a {type(row).__name__}, expected a JSON object of column -> value")
+        rows.append(row)
+    return rows
 
 
 def _to_dataset(rows: list[dict[str, Any]]):
@@ -170,6 +217,11 @@ def prepare_dataset(
             f"({len(too_long)} rows are). Raise max_prompt_tokens, shorten the system prompt, or use "
             "on_long_prompt='drop'"
         )
+    if too_long and len(too_long) == len(lengths):
+        raise DatasetError(
+            f"every prompt is over max_prompt_tokens={max_prompt_tokens} (the shortest is {min(lengths)} tokens), so no "
+            "row is left to train on: raise max_prompt_tokens or shorten the system prompt"
+        )
     if too_long:
         logger.info(f"dropped {len(too_long)} of {len(lengths)} prompts over {max_prompt_tokens} tokens")
         keep = sorted(set(range(len(lengths))) - set(too_long))
@@ -194,6 +246,11 @@ def describe_lengths(lengths: list[int]) -> str:
     )
 
 
+def builtin_names() -> list[str]:
+    """The built-in offline datasets :func:`load_builtin` knows."""
+    return ["arithmetic"] + sorted(p.stem for p in BUILTIN_DATASETS.glob("*.jsonl"))
+
+
 def load_builtin(name: str) -> list[dict[str, Any]]:
     """Rows of a built-in offline dataset: ``"arithmetic"`` (word problems) or ``"code_tasks"``."""
     if name == "arithmetic":
@@ -202,6 +259,5 @@ def load_builtin(name: str) -> list[dict[str, Any]]:
         return arithmetic_problems()
     path = BUILTIN_DATASETS / f"{name}.jsonl"
     if not path.exists():
-        available = ["arithmetic"] + sorted(p.stem for p in BUILTIN_DATASETS.glob("*.jsonl"))
-        raise DatasetError(f"no built-in dataset {name!r}; available: {available}")
+        raise DatasetError(f"no built-in dataset {name!r}; available: {builtin_names()}")
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

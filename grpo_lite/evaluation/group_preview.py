@@ -10,7 +10,9 @@ and advantage formula, and reports what decides whether a run can learn:
 - rewards that pay for length (correlation with the completion's token count);
 - completions cut at ``max_completion_length``.
 
-Each finding comes with a one-line suggestion. ``report.browse()`` opens an interactive view in a notebook;
+Each finding comes with a one-line suggestion. The report's display summarises first (findings, problems, one
+line per reward function), then the first groups and how many more there are; ``report.browse()`` opens an
+interactive view of every group in a notebook, ``report.to_csv(path)`` writes every completion's scores, and
 ``report.rescore()`` scores the same completions again with the rewards as they are defined now.
 """
 
@@ -25,20 +27,22 @@ from typing import Any
 
 from rewards import RewardSet, check_rewards, resolve_rewards
 from rewards.calling import as_trl_completion
-from rewards.check import ERRORS, RewardReport, reads_gold
+from rewards.check import ERRORS, RewardReport, function_table, problem_lines, reads_gold
 from rewards.combine import Weighted
 from rewards.diagnoses import TIE, Finding, finding, is_correct, is_no_signal, is_truncated
 from rewards.display import RichReport
 
+from ..data.prepare import DatasetError
 from ..model.inference import Completion, sample
 from ..monitor.samples import question_of
+from ..run.settings import ConfigError
 from .scoring import pass_at_k, powers_of_two
 
 SAMPLING = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "max_completion_length")
 ADVANTAGE = ("reward_weights", "scale_rewards", "multi_objective_aggregation")
 OPPOSED = -0.3  # correlation at or below which two rewards pull against each other
 LENGTH_PAYING = 0.5  # correlation with token count at or above which a reward pays for length
-PROBLEMS_SHOWN = 8
+GROUPS_SHOWN = 20  # groups the display draws; every group is in report.groups, .browse() and .to_csv()
 
 
 def correlation(xs: Sequence[float | None], ys: Sequence[float | None]) -> float | None:
@@ -94,6 +98,7 @@ class PreviewReport(RichReport):
     """
 
     text_width = 140
+    groups_shown = GROUPS_SHOWN  # set on a report to draw more or fewer groups
 
     lab: RewardReport
     rows: list[dict[str, Any]]
@@ -185,6 +190,11 @@ class PreviewReport(RichReport):
 
         return PreviewBrowser(self).widget
 
+    def to_csv(self, path):
+        """Write every sampled completion's scores, total and advantage to a CSV file (the lab's rows; ``group`` is
+        the prompt's index)."""
+        return self.lab.to_csv(path)
+
     def __rich__(self):
         from rich.console import Group
         from rich.table import Table
@@ -197,10 +207,12 @@ class PreviewReport(RichReport):
             greedy = self.greedy_accuracy(name)
             passes = ", ".join(f"pass@{k} {v:.0%}" for k, v in self.pass_at_k(name).items())
             lines.append(Text(f"{name}: greedy accuracy {'-' if greedy is None else f'{greedy:.0%}'}, {passes}"))
-        groups = Table(title="groups")
+        shown_groups = self.groups[: max(self.groups_shown, 0)]
+        title = "groups" if len(shown_groups) == len(self.groups) else f"groups 0-{len(shown_groups) - 1} of {len(self.groups):,}"
+        groups = Table(title=title)
         for column in ("group", "prompt", "answer", "mean total", "spread", "no signal", "truncated"):
             groups.add_column(column, overflow="ellipsis", no_wrap=column == "prompt", max_width=50 if column == "prompt" else None)
-        for g, members in enumerate(self.groups):
+        for g, members in enumerate(shown_groups):
             totals = [self.lab.rows[i]["total"] for i in members if self.lab.rows[i]["total"] is not None]
             spread = max(totals) - min(totals) if totals else 0.0
             mean = f"{sum(totals) / len(totals):.3g}" if totals else "-"
@@ -208,10 +220,13 @@ class PreviewReport(RichReport):
                            mean, f"{spread:.3g}", "yes" if self.no_signal(g) else "", str(sum(self.completions[i].truncated for i in members)))
         findings = [Text(f"! {found}", style="yellow") for found in self.findings] or [Text("no findings", style="green")]
         problems = [problem for problem in self.lab.problems if problem.kind not in ("no_signal", "constant_reward")]
-        shown = [Text(f"x {problem}", style="red") for problem in problems[:PROBLEMS_SHOWN]]
-        if len(problems) > PROBLEMS_SHOWN:
-            shown.append(Text(f"... and {len(problems) - PROBLEMS_SHOWN} more in report.lab.problems", style="red"))
-        return Group(*lines, groups, *findings, *shown)
+        shown = [Text(line.replace("report.problems", "report.lab.problems"), style="red")
+                 for line, _ in problem_lines(problems)]
+        rest = []
+        if len(self.groups) > len(shown_groups):
+            rest.append(Text(f"... and {len(self.groups) - len(shown_groups):,} more groups: report.groups, report.browse(), "
+                             "report.to_csv(path)", style="italic"))
+        return Group(*lines, *findings, *shown, function_table(self.lab), groups, *rest)
 
 
 def _findings(report: PreviewReport) -> list[Finding]:
@@ -298,10 +313,10 @@ def preview(
     import torch
 
     if "prompt" not in dataset.column_names:
-        raise ValueError(f"preview: the dataset has no 'prompt' column (columns: {dataset.column_names}); build it "
+        raise DatasetError(f"preview: the dataset has no 'prompt' column (columns: {dataset.column_names}); build it "
                          "with grpo_lite.prepare_dataset")
     if num_generations < 2:
-        raise ValueError(f"preview: num_generations={num_generations}; GRPO compares completions within a group, use 2 or more")
+        raise ConfigError(f"preview: num_generations={num_generations}; GRPO compares completions within a group, use 2 or more")
     resolve_rewards(rewards)  # names and signatures checked before any generation
     settings = sampling_settings(preset, num_generations=num_generations, **overrides)
     if max_completion_length is not None:

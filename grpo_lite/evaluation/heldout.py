@@ -12,6 +12,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from ..data.prepare import DatasetError
 from ..log import logger
 from ..run.files import EVAL_FILE, write_json
 from .scoring import Comparison, compare, evaluate
@@ -21,7 +22,7 @@ def check_heldout(heldout) -> None:
     """Raise before any model work when ``heldout`` lacks the columns evaluation reads."""
     missing = [c for c in ("prompt", "answer") if c not in heldout.column_names]
     if missing:
-        raise ValueError(f"heldout has no {missing[0]!r} column (columns: {heldout.column_names}); build it with "
+        raise DatasetError(f"heldout has no {missing[0]!r} column (columns: {heldout.column_names}); build it with "
                          "grpo_lite.prepare_dataset(rows, question=..., answer=...)")
 
 

@@ -20,6 +20,7 @@ from rewards.check import RewardReport, reads_gold
 from rewards.diagnoses import TIE, Finding, finding, is_no_signal
 from rewards.display import RichReport
 
+from ..data.prepare import DatasetError
 from ..monitor.samples import question_of, read_samples
 from ..run.files import RUN_FILE
 from ..run.record import read_run
@@ -114,7 +115,7 @@ def rescore_run(output_dir: str | Path, rewards: Any, dataset: Any = None, *, qu
     funcs, _ = resolve_rewards(rewards)
     needs_gold = [f.__name__ for f in funcs if reads_gold(f)]
     if needs_gold and dataset is None:
-        raise ValueError(f"rescore_run: {', '.join(needs_gold)} read the 'answer' column, which samples.jsonl does not "
+        raise DatasetError(f"rescore_run: {', '.join(needs_gold)} read the 'answer' column, which samples.jsonl does not "
                          "keep; pass dataset=<the training dataset>")
     columns = _columns_by_question(dataset, question) if dataset is not None else {}
     config = read_run(output_dir).grpo_config if (output_dir / RUN_FILE).exists() else {}
@@ -130,7 +131,7 @@ def rescore_run(output_dir: str | Path, rewards: Any, dataset: Any = None, *, qu
                 missing.add(key)
             lab_rows.append({"prompt": s["prompt"], "completion": s["completion"], **columns.get(key, {})})
         if missing:
-            raise ValueError(f"rescore_run: {len(missing)} questions of samples.jsonl are not in the dataset, e.g. "
+            raise DatasetError(f"rescore_run: {len(missing)} questions of samples.jsonl are not in the dataset, e.g. "
                              f"{next(iter(missing))[:80]!r}; pass the dataset the run trained on")
         lab = check_rewards(rewards, lab_rows, **settings)
         labs.append(lab)

@@ -22,7 +22,9 @@ from rewards.combine import reward_name
 from rewards.diagnoses import is_correct
 from rewards.display import RichReport
 
+from ..data.prepare import DatasetError
 from ..model.inference import sample
+from ..run.settings import ConfigError
 
 EXAMPLES_SHOWN = 3
 
@@ -46,7 +48,7 @@ def pass_at_k(samples: int, num_correct: int, k: int) -> float:
     Trained on Code".
     """
     if k > samples:
-        raise ValueError(f"pass@{k} needs at least {k} samples per row; raise heldout_samples to {k}")
+        raise ConfigError(f"pass@{k} needs at least {k} samples per row; raise heldout_samples to {k}")
     return 1.0 - comb(samples - num_correct, k) / comb(samples, k)
 
 
@@ -127,9 +129,9 @@ def score(
     prompt, ``async`` ones awaited).
     """
     if len(completions) != len(rows):
-        raise ValueError(f"score: {len(completions)} completions for {len(rows)} rows; pass one per row")
+        raise DatasetError(f"score: {len(completions)} completions for {len(rows)} rows; pass one per row")
     if rows and "answer" not in rows[0]:
-        raise ValueError("score: the dataset has no 'answer' column; prepare it with prepare_dataset(..., answer=...)")
+        raise DatasetError("score: the dataset has no 'answer' column; prepare it with prepare_dataset(..., answer=...)")
     correctness = correctness or _default_correctness()
     format_reward = format_reward or _default_format()
     prompts = [row["prompt"] for row in rows]
@@ -198,9 +200,9 @@ def evaluate(
 
     rows = [dict(row) for row in (dataset.select(range(min(heldout_n, len(dataset)))) if heldout_n is not None else dataset)]
     if not rows:
-        raise ValueError("evaluate: the dataset is empty (or heldout_n=0); pass at least one row")
+        raise DatasetError("evaluate: the dataset is empty (or heldout_n=0); pass at least one row")
     if "prompt" not in rows[0]:
-        raise ValueError("evaluate: the dataset has no 'prompt' column; build it with grpo_lite.prepare_dataset")
+        raise DatasetError("evaluate: the dataset has no 'prompt' column; build it with grpo_lite.prepare_dataset")
     prompts = [row["prompt"] for row in rows]
     options = dict(max_completion_length=max_completion_length, batch_size=batch_size)
     label = (lambda what: f"{progress}: {what}") if progress is not None else (lambda what: None)
@@ -256,5 +258,5 @@ class Comparison(RichReport):
 def compare(base_report: EvalReport, trained_report: EvalReport) -> Comparison:
     """Side by side: ``print(compare(evaluate(base, ...), evaluate(trained, ...)))``."""
     if base_report.n != trained_report.n:
-        raise ValueError(f"compare: the reports cover {base_report.n} and {trained_report.n} rows; evaluate both on the same rows")
+        raise ConfigError(f"compare: the reports cover {base_report.n} and {trained_report.n} rows; evaluate both on the same rows")
     return Comparison(base_report, trained_report)

@@ -12,12 +12,13 @@ import errno
 import shutil
 from pathlib import Path
 
+from ..errors import RunFault
 from ..run.resume import latest_checkpoint, saved_whole
 
 FULL_DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT)  # no space left; disk quota exceeded
 
 
-class DiskFull(OSError):
+class DiskFull(RunFault, OSError):
     """The disk filled while the run wrote; the message gives the space a checkpoint needs, what is free,
     and which checkpoint the run resumes from."""
 

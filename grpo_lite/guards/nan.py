@@ -24,12 +24,13 @@ import torch
 
 from rewards.diagnoses import DIAGNOSIS
 
+from ..errors import RunFault
 from ..run.callbacks import RunCallback
 from ..run.resume import latest_checkpoint
 from ..run.stopping import StopSwitch
 
 
-class NaNDetected(RuntimeError):
+class NaNDetected(RunFault, RuntimeError):
     """The loss or the gradients became NaN or infinite; training stopped and kept the last good checkpoint."""
 
 

@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 
+from ..errors import RunFault
 from ..machine.device import GB, GPU, this_gpu
 from ..model.load import loaded_as
 
@@ -35,7 +36,7 @@ LOAD_MODEL_OPTIONS = ("lora_rank", "load_in_4bit", "gpu_memory_utilization")  # 
 PROMPT_ROWS = 256  # prompts measured for the planner's prompt length
 
 
-class OutOfMemory(torch.cuda.OutOfMemoryError):
+class OutOfMemory(RunFault, torch.cuda.OutOfMemoryError):
     """The GPU ran out of memory during training; the message says where, what the planner estimated,
     and which settings to lower. It is a ``torch.cuda.OutOfMemoryError``, raised from CUDA's own.
 

@@ -1,6 +1,6 @@
 """Reward functions that cannot kill or hang a long run, and the stop that ends one whose reward keeps failing.
 
-A reward that raises, returns what is not scores (the lab's gate, :func:`rewards.calling.score_violations`:
+A reward that raises, returns what is not scores (the lab's gate, :func:`rewards.calling.read_scores`:
 the wrong number of them, NaN, inf), or runs past its time limit (``reward_timeout``, :data:`REWARD_TIMEOUT`
 by default), is reported once with its name and traceback (for a hang: the stack where it was stuck), and
 that batch scores ``None`` (TRL skips it) instead of losing hours of training. If it keeps failing,
@@ -20,16 +20,17 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from rewards.calling import is_async_reward, score_violations
+from rewards.calling import is_async_reward, read_scores
 from rewards.combine import reward_name
 
+from ..errors import RunFault
 from ..log import logger
 from ..run.settings import REWARD_TIMEOUT
 from ..run.stopping import StopSwitch
 from .time_limit import TimedOut, TimeLimit, unavailable_reason
 
 
-class RewardFailure(RuntimeError):
+class RewardFailure(RunFault, RuntimeError):
     """A reward function kept failing; training stopped after saving a checkpoint."""
 
 
@@ -66,12 +67,12 @@ class GuardedReward:
             "Fix the function (a timeout for its network calls, no input()), or raise reward_timeout "
             "(train(..., reward_timeout=...), None for no limit) if scoring a batch really takes this long.", n)
 
-    def _checked(self, scores: Any, n: int) -> list[float | None]:
-        violations = score_violations(scores, n)
+    def _checked(self, value: Any, n: int) -> list[float | None]:
+        scores, violations = read_scores(value, n)
         if violations:
             return self._failed(f"it {violations[0].message}", n)
         self.consecutive_failures = 0
-        return list(scores)
+        return scores
 
     def __call__(self, *args, completions=(), **kwargs):
         self.calls += 1

@@ -7,6 +7,8 @@ import os
 import sys
 from pathlib import Path
 
+from ..errors import RunFault, UserError
+
 
 def _demo(args) -> int:
     from ..run.files import EVAL_FILE
@@ -19,20 +21,13 @@ def _demo(args) -> int:
 
 
 def _train(args) -> int:
-    from ..guards.disk import DiskFull
-    from ..guards.nan import NaNDetected
-    from ..guards.out_of_memory import OutOfMemory
-    from ..guards.reward_calls import RewardFailure
     from .recipe import apply_settings, read_recipe, run_recipe
 
     settings = apply_settings(read_recipe(args.config), args.set)
     if "reward_timeout" in vars(args):
         settings.reward_timeout = args.reward_timeout
-    try:  # train() draws the live dashboard: rich in a terminal, log lines when the output is piped
-        result = run_recipe(settings, output_dir=args.output_dir, resume=args.resume)
-    except (RewardFailure, NaNDetected, OutOfMemory, DiskFull) as fault:  # each says what was kept and what to change
-        print(f"grpo-lite: {fault}", file=sys.stderr)
-        return 1
+    # train() draws the live dashboard: rich in a terminal, log lines when the output is piped
+    result = run_recipe(settings, output_dir=args.output_dir, resume=args.resume)
     accelerator = result.trainer.accelerator
     print(
         f"grpo-lite: rank {accelerator.process_index}/{accelerator.num_processes} trained "
@@ -82,15 +77,11 @@ def _score(args) -> int:
 def _plan(args) -> int:
     from rich.console import Console
 
-    from ..machine.planner import PlanError, plan
+    from ..machine.planner import plan
 
     gpu = float(args.gpu) if args.gpu.replace(".", "", 1).isdigit() else args.gpu
-    try:
-        result = plan(args.model, gpu, args.num_generations, args.max_prompt_tokens, args.max_completion_length,
-                      args.lora_rank, not args.no_4bit, gpu_memory_utilization=args.gpu_memory_utilization)
-    except PlanError as error:
-        print(f"grpo-lite: {error}", file=sys.stderr)
-        return 2
+    result = plan(args.model, gpu, args.num_generations, args.max_prompt_tokens, args.max_completion_length,
+                  args.lora_rank, not args.no_4bit, gpu_memory_utilization=args.gpu_memory_utilization)
     Console().print(result)
     return 0 if result.fits else 1
 
@@ -108,6 +99,7 @@ def _seconds_or_none(value: str) -> float | None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="grpo-lite", description=__doc__)
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error (also GRPO_LITE_DEBUG=1)")
     commands = parser.add_subparsers(dest="command", required=True)
 
     demo = commands.add_parser("demo", help="GRPO-train the shipped demo model on CPU and show held-out accuracy before/after")
@@ -165,18 +157,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    """Run a command. What the user gave that cannot work exits 2 and a run that could not go on exits 1, each
+    with its message and no traceback (``--debug`` or GRPO_LITE_DEBUG=1 shows it); grpo-lite's own bugs show theirs."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
     if os.getcwd() not in sys.path:  # "module:function" rewards name the user's own modules, as python -m would find them
         sys.path.insert(0, os.getcwd())
-    from ..data.prepare import DatasetError
-    from ..model.load import BackendError
-    from ..run.settings import ConfigError
-
     try:
         return args.handler(args)
-    except (ConfigError, DatasetError, BackendError, FileNotFoundError) as error:
-        print(f"grpo-lite: {error}", file=sys.stderr)
-        return 2
+    except (UserError, RunFault, FileNotFoundError) as error:
+        if args.debug or os.environ.get("GRPO_LITE_DEBUG") == "1":
+            raise
+        for line in str(error).splitlines() or [type(error).__name__]:
+            print(f"grpo-lite: {line}", file=sys.stderr)
+        return 1 if isinstance(error, RunFault) else 2
 
 
 if __name__ == "__main__":

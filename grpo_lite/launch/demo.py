@@ -17,6 +17,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ..run.settings import ConfigError
+
 DEMO_MODEL_DIR = Path(__file__).parents[1] / "assets" / "demo-model"
 # Correctness pays 2.0 and format 0.5: every right answer earns more than any wrong one, tagged or not.
 DEMO_REWARDS = ["numeric_correctness_reward", "soft_xml_format_reward"]
@@ -60,7 +62,7 @@ def run_demo(
     Run files (run.yaml, metrics.jsonl, the trained weights, eval.json) go to ``output_dir``.
     """
     if not 1 <= heldout_n <= HELDOUT_QUESTIONS:
-        raise ValueError(f"heldout_n={heldout_n}: use 1 to {HELDOUT_QUESTIONS}, the held-out questions the demo model "
+        raise ConfigError(f"heldout_n={heldout_n}: use 1 to {HELDOUT_QUESTIONS}, the held-out questions the demo model "
                          "never trained on")
     from transformers import set_seed
 

@@ -17,7 +17,7 @@ import yaml
 
 from ..log import logger
 from ..run.record import read_run
-from ..run.settings import Heldout, RunSettings
+from ..run.settings import ConfigError, Heldout, RunSettings
 from .recipe import read_recipe
 
 RECIPE_FILE = "recipe.yaml"
@@ -72,7 +72,7 @@ def accelerate_config(mode: str, num_processes: int) -> dict[str, Any]:
 def launch_commands(recipe: str = RECIPE_FILE, *, model: str, num_gpus: int = 2) -> dict[str, str]:
     """Shell commands (run from the launch kit's folder) for each way of launching ``recipe``."""
     if num_gpus < 2:
-        raise ValueError("num_gpus must be 2 or more for the multi-GPU commands")
+        raise ConfigError("num_gpus must be 2 or more for the multi-GPU commands")
     train = ["-m", "grpo_lite", "train", recipe]
 
     def accelerate(mode: str, processes: int, extra: list[str]) -> str:
@@ -107,7 +107,6 @@ def write_launch_kit(source: Any, out_dir: str | Path, *, dataset=None, heldout=
     ``dataset.jsonl``, for runs whose data lives only in a notebook; ``heldout`` likewise, as ``heldout.jsonl``.
     """
     out = Path(out_dir)
-    (out / "accelerate").mkdir(parents=True, exist_ok=True)
     if isinstance(source, RunSettings):
         settings = source
     elif isinstance(source, dict):
@@ -120,6 +119,11 @@ def write_launch_kit(source: Any, out_dir: str | Path, *, dataset=None, heldout=
                            "pass heldout=<the held-out dataset> to ship them")
     else:
         settings = read_recipe(source)
+    if settings.dataset is None and dataset is None:
+        raise ConfigError("the run has no dataset: pass dataset=<the prepared dataset> to ship it with the launch kit")
+    _check_importable(settings.rewards)
+    commands = launch_commands(RECIPE_FILE, model=settings.model, num_gpus=num_gpus)
+    (out / "accelerate").mkdir(parents=True, exist_ok=True)  # once the source is read: a bad one leaves no folder
     if dataset is not None:
         dataset.to_json(str(out / "dataset.jsonl"))
         settings = dataclasses.replace(settings, dataset={"path": "dataset.jsonl", "prepared": True})
@@ -127,14 +131,10 @@ def write_launch_kit(source: Any, out_dir: str | Path, *, dataset=None, heldout=
         heldout.to_json(str(out / "heldout.jsonl"))
         settings = dataclasses.replace(settings, heldout=dataclasses.replace(
             settings.heldout or Heldout(), data={"path": "heldout.jsonl", "prepared": True}))
-    if settings.dataset is None:
-        raise ValueError("the run has no dataset: pass dataset=<the prepared dataset> to ship it with the launch kit")
-    _check_importable(settings.rewards)
     recipe = dataclasses.replace(settings, output_dir=None).to_dict()
     (out / RECIPE_FILE).write_text(yaml.safe_dump(recipe, sort_keys=False))
     for mode in ACCELERATE_MODES:
         (out / "accelerate" / f"{mode}.yaml").write_text(yaml.safe_dump(accelerate_config(mode, num_gpus), sort_keys=True))
-    commands = launch_commands(RECIPE_FILE, model=settings.model, num_gpus=num_gpus)
     (out / "LAUNCH.md").write_text(_launch_doc(commands, num_gpus))
     return out
 
@@ -146,7 +146,7 @@ def _check_importable(references: list[str]) -> None:
         try:
             resolve_rewards(reference)
         except ValueError:
-            raise ValueError(
+            raise ConfigError(
                 f"reward {reference!r} cannot be found by name, so the launch kit's run could not load it: a function "
                 f"defined in a notebook is not importable. Move it into a module (my_rewards.py next to the kit) and "
                 f"train with rewards=['my_rewards:{reference}']") from None

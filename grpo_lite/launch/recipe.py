@@ -21,9 +21,7 @@ from functools import reduce
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from ..run.settings import ConfigError, RunSettings
+from ..run.settings import ConfigError, RunSettings, read_yaml
 
 
 def read_recipe(path: str | Path) -> RunSettings:
@@ -32,10 +30,7 @@ def read_recipe(path: str | Path) -> RunSettings:
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"run config {str(path)!r} does not exist")
-    document = yaml.safe_load(path.read_text()) or {}
-    if not isinstance(document, dict):
-        raise ConfigError(f"{path.name}: a run YAML is a mapping of settings (model, dataset, rewards, ...)")
-    settings = RunSettings.from_dict(document, path.name)
+    settings = RunSettings.from_dict(read_yaml(path), path.name)
     data_path = (settings.dataset or {}).get("path")
     if data_path and not Path(data_path).is_absolute() and (path.parent / data_path).exists():
         settings.dataset = {**settings.dataset, "path": str(path.parent / data_path)}  # relative to the YAML
@@ -57,10 +52,10 @@ def run_recipe(settings: RunSettings, *, output_dir: str | Path | None = None, c
     from ..model.load import load_model
     from ..training.trainer import train_run
 
-    settings.validate()  # reward names included: all of it before the model loads
+    out = Path(output_dir or settings.output_dir or "outputs/grpo-lite")
+    settings = dataclasses.replace(settings, output_dir=str(out)).validate()  # all of it before the model loads
     if settings.dataset is None:
         raise ConfigError("the run has no dataset: add dataset: {builtin: ...} or {path: ...} to the run YAML")
-    out = Path(output_dir or settings.output_dir or "outputs/grpo-lite")
     model_name = settings.model
     if model_name == "tiny":
         from ..model.tiny import build_tiny_model
@@ -82,4 +77,4 @@ def run_recipe(settings: RunSettings, *, output_dir: str | Path | None = None, c
     if heldout is not None and heldout.data is not None:
         heldout = dataclasses.replace(heldout, data=rows(heldout.data))
     return train_run(model, tokenizer, rows(settings.dataset),
-                     dataclasses.replace(settings, output_dir=str(out), heldout=heldout), callbacks=callbacks, resume=resume)
+                     dataclasses.replace(settings, heldout=heldout), callbacks=callbacks, resume=resume)

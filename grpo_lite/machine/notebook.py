@@ -13,6 +13,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import UserError
 from .device import installed, supports_bf16, this_gpu, vllm_usable
 
 HOW_TO_GET_A_GPU = (
@@ -22,7 +23,7 @@ HOW_TO_GET_A_GPU = (
 LAUNCHER_VARIABLES = ("LOCAL_RANK", "WORLD_SIZE")
 
 
-class NoGPU(RuntimeError):
+class NoGPU(UserError, RuntimeError):
     """The runtime has no CUDA GPU and the notebook did not ask for the CPU smoke mode."""
 
 

@@ -28,6 +28,7 @@ from rich.table import Table
 
 from rewards.display import RichReport
 
+from ..errors import UserError
 from .device import GB, this_gpu
 
 # Memory per card in GiB as torch reports it (torch.cuda.get_device_properties(0).total_memory), which is
@@ -54,7 +55,7 @@ KNOWN_MODELS = {
 }
 
 
-class PlanError(ValueError):
+class PlanError(UserError, ValueError):
     """The model or GPU cannot be read; the message says what is accepted."""
 
 

@@ -8,16 +8,19 @@ models it loads); without them the error says what to install or which format to
 from __future__ import annotations
 
 import copy
+import shutil
 import tempfile
 from pathlib import Path
 
 import torch
 
+from ..errors import UserError
+
 HOWS = ("adapter", "merged_16bit", "merged_4bit", "gguf")
 GGUF_QUANTIZATIONS = ("q8_0", "f16", "bf16", "q4_k_m", "q5_k_m", "q2_k", "q3_k_m", "q4_0", "q6_k")
 
 
-class ExportError(RuntimeError):
+class ExportError(UserError, RuntimeError):
     """The model cannot be exported in the asked format; the message says what is missing."""
 
 
@@ -78,6 +81,7 @@ def export(
     how: str = "adapter",
     quantization: str = "q8_0",
     dtype: torch.dtype | None = None,
+    overwrite: bool = False,
 ) -> Path:
     """Write ``model`` and ``tokenizer`` to ``out_dir`` and return it.
 
@@ -90,17 +94,29 @@ def export(
         ``"merged_4bit"``: the same, quantized to 4 bits (Unsloth only).
         ``"gguf"``: a GGUF file for llama.cpp / Ollama at ``quantization`` (Unsloth only).
 
+    A folder that already holds files (an earlier export, a run) is refused, naming what is there, so two exports
+    never mix in one folder; ``overwrite=True`` empties it first.
+
     Example::
 
         export(result.model, tokenizer, "out/merged", how="merged_16bit")
     """
     if how not in HOWS:
-        raise ValueError(f"export: how={how!r}; use one of {', '.join(HOWS)}")
+        raise ExportError(f"export: how={how!r}; use one of {', '.join(HOWS)}")
     out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ExportError(f"export: {out_dir} is a file; give a folder")
+    held = sorted(p.name for p in out_dir.iterdir()) if out_dir.is_dir() else []
+    if held and not overwrite:
+        shown = ", ".join(held[:5]) + (f" and {len(held) - 5} more" if len(held) > 5 else "")
+        raise ExportError(f"export: {out_dir} already holds {shown}; export into an empty folder, or pass overwrite=True "
+                          "to replace what is there")
+    if held:
+        shutil.rmtree(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     if how == "gguf":
         if quantization not in GGUF_QUANTIZATIONS:
-            raise ValueError(f"export: quantization={quantization!r}; for GGUF use one of {', '.join(GGUF_QUANTIZATIONS)}")
+            raise ExportError(f"export: quantization={quantization!r}; for GGUF use one of {', '.join(GGUF_QUANTIZATIONS)}")
         _needs_unsloth(model, how, "save_pretrained_gguf")
         model.save_pretrained_gguf(str(out_dir), tokenizer, quantization_method=quantization)
         return out_dir

@@ -18,15 +18,15 @@ import weakref
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..errors import UserError
 from ..log import logger
 from ..machine.device import cuda_available, half_dtype, installed, vllm_usable
-from ..run.settings import LORA_TARGET_MODULES, LoadSettings
+from ..run.settings import BACKEND_CHOICES, LORA_TARGET_MODULES, ConfigError, LoadSettings, model_problems
 
-BACKEND_CHOICES = ("auto", "unsloth", "transformers", "cpu")
 DEFAULT_VLLM_SHARE = 0.5  # Unsloth's default gpu_memory_utilization, for models the planner cannot read
 
 
-class BackendError(RuntimeError):
+class BackendError(UserError, RuntimeError):
     """The requested backend cannot work on this machine; the message names what is missing."""
 
 
@@ -182,6 +182,9 @@ def load_model(
                             fast_inference=fast_inference, lora_rank=lora_rank, lora_alpha=lora_alpha,
                             target_modules=target_modules if isinstance(target_modules, str) else list(target_modules),
                             gpu_memory_utilization=gpu_memory_utilization, seed=seed, from_pretrained=dict(model_kwargs))
+    problems = model_problems(model_name) + settings.problems()
+    if problems:
+        raise ConfigError("\n".join(f"load_model: {problem}" for problem in problems))
     choice = choose_backend(backend, load_in_4bit=load_in_4bit, fast_inference=fast_inference)
     if choice.load_in_4bit and not lora_rank:
         raise BackendError(

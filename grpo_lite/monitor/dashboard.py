@@ -6,7 +6,10 @@ health warnings with a fix, and a header (model, backend, step / max steps, elap
 The numbers, samples and warnings are redrawn at each logged step (at most every ``min_interval`` s; they
 cost milliseconds). The charts, and ``dashboard.png`` in the output dir, are re-rendered only while all
 drawing stays within ``max_overhead`` of the training time, and once more when training ends. Only the
-main process draws. In a notebook a Stop button ends training after the current step with a checkpoint
+main process draws. A redraw costs the same at step 50,000 as at step 10, and what the dashboard holds stays
+the same size: the warnings as one line per rule, the chart series downsampled as they arrive
+(:class:`~grpo_lite.monitor.figure.ChartData`), the newest ``HISTORY_KEPT`` step records (metrics.jsonl has them all)
+(benchmarks/long_run.py measures it). In a notebook a Stop button ends training after the current step with a checkpoint
 (in a terminal, Ctrl-C does, through ``train``).
 
 It only draws: the samples it shows are the run's :class:`~grpo_lite.monitor.samples.SampleLog`'s, the
@@ -23,6 +26,7 @@ progress printing, so the dashboard is the run's one voice); with a bare TRL tra
 from __future__ import annotations
 
 import time
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -31,13 +35,14 @@ from ..model.load import loaded_as
 from ..run.callbacks import RunCallback
 from ..run.files import DASHBOARD_FILE, replace_file
 from ..run.stopping import StopSwitch, stop_switch
-from .figure import dashboard_figure, figure_png
+from .figure import ChartData, dashboard_figure, figure_png
 from .health import HealthMonitor
 from .metrics import read_metrics
 from .samples import SampleLog
 from .views import Frame, make_view, resolve_view
 
 FIRST_CHART_SECONDS = 1.0  # the first chart's budget: importing matplotlib and a 6-panel PNG on a slow CPU
+HISTORY_KEPT = 1_000  # step records held in memory (the charts keep their own downsampled series)
 
 
 def duration(seconds: float) -> str:
@@ -73,7 +78,8 @@ class LiveDashboard(RunCallback):
         self.min_interval = min_interval
         self.samples_shown = samples_shown
         self.stop_button = stop_button
-        self.history: list[dict[str, Any]] = []
+        self.history: deque[dict[str, Any]] = deque(maxlen=HISTORY_KEPT)  # the newest step records
+        self.chart = ChartData()
         self.health = HealthMonitor()
         self.samples: SampleLog | None = None  # the run's, found at the start of training
         self.header: dict[str, str] = {}
@@ -97,7 +103,8 @@ class LiveDashboard(RunCallback):
                         health: HealthMonitor, samples: list[dict[str, Any]], view: str = "auto") -> LiveDashboard:
         """The dashboard of a run that is not training (``show_run``): it shows what it is given; call :meth:`show`."""
         dashboard = cls(output_dir, view=view, stop_button=False)
-        dashboard.history = list(history)
+        dashboard.history.extend(history)
+        dashboard.chart = ChartData(history)
         dashboard.header = dict(header)
         dashboard.health = health
         dashboard.samples = SampleLog(None)  # holds the samples read from the run; writes nothing
@@ -126,10 +133,12 @@ class LiveDashboard(RunCallback):
         self.output_dir = self.output_dir or Path(args.output_dir)
         callbacks = getattr(getattr(self.trainer, "callback_handler", None), "callbacks", ())
         self.samples = next((c for c in callbacks if isinstance(c, SampleLog)), None)
-        self.history = [r for r in read_metrics(self.output_dir) if r.get("step", 0) <= state.global_step]
+        records = [r for r in read_metrics(self.output_dir) if r.get("step", 0) <= state.global_step]  # resumed: the steps before
+        self.history = deque(records, maxlen=HISTORY_KEPT)
+        self.chart = ChartData(records)
         reward_names = getattr(self.trainer, "reward_func_names", ())
         self.health = HealthMonitor(beta=getattr(args, "beta", None), max_steps=state.max_steps, reward_names=reward_names)
-        for record in self.history:
+        for record in records:
             self.health.update(record)
         loaded = loaded_as(model)
         name = str(getattr(getattr(model, "config", None), "_name_or_path", "") or type(model).__name__)
@@ -145,6 +154,7 @@ class LiveDashboard(RunCallback):
             return
         record = {"step": state.global_step, **logs}
         self.history.append(record)
+        self.chart.add(record)
         for warning in self.health.update(record):
             logger.warning(str(warning))
         now = time.perf_counter()
@@ -201,7 +211,7 @@ class LiveDashboard(RunCallback):
         return Frame(
             header=self._header(state),
             latest=self.history[-1] if self.history else {},
-            warnings=list(self.health.warnings),
+            warnings=self.health.summary(),
             samples=list(self.samples.recent)[-self.samples_shown:] if self.samples is not None else [],
             png=self.png,
         )
@@ -210,8 +220,8 @@ class LiveDashboard(RunCallback):
         """Redraw now; with ``chart``, re-render the charts and ``dashboard.png`` (written whole, so that a
         reader never sees half a file) first."""
         start = time.perf_counter()
-        if chart and self.history:
-            self.png = figure_png(dashboard_figure(self.history))
+        if chart and self.chart.steps:
+            self.png = figure_png(dashboard_figure(self.chart))
             if self.output_dir:
                 self.output_dir.mkdir(parents=True, exist_ok=True)
                 replace_file(self.output_dir / DASHBOARD_FILE, self.png)

@@ -5,6 +5,11 @@ Each rule reads the step records of ``metrics.jsonl`` (TRL's metrics plus the ``
 the condition has cleared. Every threshold and fix lives in :data:`rewards.diagnoses.DIAGNOSES`, the table the
 reward lab, preview and rescore read too; docs/monitoring.md explains each one.
 
+What a monitor holds stays the same size however long the run: one :class:`RuleSummary` per rule (how often it
+fired, first and last step, the latest occurrence), the newest ``keep`` occurrences, and the rewards of the
+last trend windows. Every occurrence of a finished or running run comes back from its metrics.jsonl:
+``replay(read_metrics(output_dir))``.
+
     monitor = HealthMonitor(beta=0.04, reward_names=["correctness"])
     for record in read_metrics("outputs/run"):
         for warning in monitor.update(record):
@@ -14,6 +19,7 @@ reward lab, preview and rescore read too; docs/monitoring.md explains each one.
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +38,76 @@ class HealthWarning:
         return f"step {self.step}: {self.message} -> {self.fix}"
 
 
+RECENT_SHOWN = 5  # occurrences a view lists under the per-rule lines
+KEPT = 200  # occurrences a HealthMonitor keeps in memory (every one is in metrics.jsonl: replay it)
+
+
+@dataclass(frozen=True)
+class RuleSummary:
+    """One rule over a run: how many times it fired, its first step, and its latest occurrence (message and fix)."""
+
+    rule: str
+    count: int
+    first_step: int
+    last: HealthWarning
+
+    @property
+    def last_step(self) -> int:
+        return self.last.step
+
+    @property
+    def message(self) -> str:
+        return self.last.message
+
+    @property
+    def fix(self) -> str:
+        return self.last.fix
+
+    def __str__(self) -> str:
+        times = "once" if self.count == 1 else f"{self.count:,} times"
+        steps = f"step {self.first_step}" if self.count == 1 else f"steps {self.first_step}-{self.last_step}"
+        return f"{self.rule}: {times} ({steps}); latest: {self.message} -> {self.fix}"
+
+
+@dataclass(frozen=True)
+class WarningSummary:
+    """What the views show of a run's warnings, the same size however many fired: one :class:`RuleSummary` per rule
+    (in the order they first fired) and the ``recent`` newest occurrences; ``total`` counts every occurrence."""
+
+    rules: tuple[RuleSummary, ...] = ()
+    recent: tuple[HealthWarning, ...] = ()
+    total: int = 0
+
+    @classmethod
+    def of(cls, warnings: Iterable[HealthWarning], recent: int = RECENT_SHOWN) -> WarningSummary:
+        """The summary of a list of warnings (in the order they fired)."""
+        rules: dict[str, RuleSummary] = {}
+        newest: deque[HealthWarning] = deque(maxlen=recent)
+        total = 0
+        for warning in warnings:
+            rules[warning.rule] = _counted(rules.get(warning.rule), warning)
+            newest.append(warning)
+            total += 1
+        return cls(tuple(rules.values()), tuple(newest), total)
+
+    def __bool__(self) -> bool:
+        return self.total > 0
+
+    def __len__(self) -> int:
+        return self.total
+
+    def lines(self) -> list[str]:
+        """The summary as text: one line per rule, then the newest occurrences on one line."""
+        if not self.total:
+            return []
+        recent = "; ".join(f"step {w.step} {w.rule}" for w in reversed(self.recent))
+        return [str(rule) for rule in self.rules] + [f"{self.total:,} warnings in all; newest: {recent}"]
+
+
+def _counted(summary: RuleSummary | None, warning: HealthWarning) -> RuleSummary:
+    if summary is None:
+        return RuleSummary(warning.rule, 1, warning.step, warning)
+    return RuleSummary(warning.rule, summary.count + 1, summary.first_step, warning)
 
 
 def metric(record: Mapping[str, Any], key: str) -> float | None:
@@ -59,30 +135,48 @@ class HealthMonitor:
     ``beta`` (the run's GRPOConfig.beta) lets ``kl_absent`` fire without a record; ``max_steps`` shortens
     the reward-trend window for runs shorter than it; ``reward_names`` picks the rewards watched by
     ``constant_reward`` (default: every ``rewards/<name>/mean`` in the records).
+
+    It holds a bounded record: ``rules`` (rule -> :class:`RuleSummary`, every occurrence counted), ``warnings``
+    (the newest ``keep`` occurrences), ``total`` (how many fired); :meth:`summary` is what the views show.
     """
 
-    def __init__(self, *, beta: float | None = None, max_steps: int | None = None, reward_names: Iterable[str] = ()):
+    def __init__(self, *, beta: float | None = None, max_steps: int | None = None, reward_names: Iterable[str] = (),
+                 keep: int = KEPT):
         self.beta = beta
         self.max_steps = max_steps
         self.reward_names = list(reward_names)
         window = DIAGNOSIS["reward_not_improving"].window
         self.trend_window = min(window, max_steps) if max_steps and max_steps > 0 else window
-        self.warnings: list[HealthWarning] = []
-        self.rewards: list[float | None] = []
+        self.warnings: deque[HealthWarning] = deque(maxlen=keep)
+        self.rules: dict[str, RuleSummary] = {}
+        self.total = 0
+        self.steps = 0  # records seen
+        self.rewards: list[float | None] = []  # the rewards of the last two trend windows
         self._active: set[str] = set()
         self._low_std_steps = 0
         self._first_reward_means: dict[str, float | None] = {}
         self._varied_rewards: set[str] = set()
 
     def update(self, record: dict[str, Any]) -> list[HealthWarning]:
+        self.steps += 1
         self.rewards.append(metric(record, "reward"))
-        step = int(record.get("step", len(self.rewards)))
+        if len(self.rewards) > 4 * self.trend_window:  # trimmed now and then: the rules read two windows
+            del self.rewards[:-2 * self.trend_window]
+        step = int(record.get("step", self.steps))
         conditions = self._conditions(record, step)
         new = [HealthWarning(name, step, message, DIAGNOSIS[name].fix)
                for name, message in conditions.items() if message and name not in self._active]
         self._active = {name for name, message in conditions.items() if message}
-        self.warnings += new
+        for warning in new:
+            self.rules[warning.rule] = _counted(self.rules.get(warning.rule), warning)
+        self.warnings.extend(new)
+        self.total += len(new)
         return new
+
+    def summary(self, recent: int = RECENT_SHOWN) -> WarningSummary:
+        """What the views show: one line per rule and the ``recent`` newest occurrences (cost independent of run length)."""
+        newest = tuple(self.warnings)[-recent:] if recent > 0 else ()
+        return WarningSummary(tuple(self.rules.values()), newest, self.total)
 
     def _conditions(self, record: dict[str, Any], step: int) -> dict[str, str | None]:
         """Each rule's message when its condition holds at this step, else None."""
@@ -125,7 +219,7 @@ class HealthMonitor:
         """A falling trend over the window whose mean is also no higher than the window's before it (or the
         steps before it, early on): a noisy reward that rises from window to window dips inside some windows."""
         window = self.trend_window
-        if len(self.rewards) < window:
+        if self.steps < window:
             return None
         trend = reward_trend(self.rewards, window)
         if trend is None or trend > DIAGNOSIS["reward_not_improving"].thresholds["invariants/reward_trend"]:
@@ -145,7 +239,7 @@ class HealthMonitor:
             if mean is None or mean != first or (std or 0.0) > DIAGNOSIS["constant_reward"].thresholds["rewards/<name>/std"]:
                 self._varied_rewards.add(name)
         constant = [name for name in names if name not in self._varied_rewards]
-        if len(self.rewards) < DIAGNOSIS["constant_reward"].window or not constant:
+        if self.steps < DIAGNOSIS["constant_reward"].window or not constant:
             return None
         return f"{', '.join(constant)} gave every completion the same score since the first step"
 
@@ -167,8 +261,10 @@ class HealthMonitor:
 
 
 def replay(records: Iterable[dict[str, Any]], **options) -> list[HealthWarning]:
-    """Every warning a metric stream raises, in order (for finished runs and recorded streams)."""
+    """Every warning a metric stream raises, in order (for finished runs and recorded streams: the full record
+    behind a live monitor's bounded one)."""
     monitor = HealthMonitor(**options)
+    warnings: list[HealthWarning] = []
     for record in records:
-        monitor.update(record)
-    return monitor.warnings
+        warnings += monitor.update(record)
+    return warnings

@@ -17,8 +17,12 @@ from __future__ import annotations
 
 import torch
 
+from rewards.diagnoses import DIAGNOSIS
+
 from ..run.callbacks import RunCallback
 from .health import metric, reward_trend
+
+TREND_WINDOW = DIAGNOSIS["reward_not_improving"].window
 
 
 def completion_tokens(logs: dict, mask_truncated_completions: bool) -> float | None:
@@ -63,6 +67,8 @@ class InvariantChecks(RunCallback):
         if not logs or "reward" not in logs:  # the end-of-training summary has no step metrics
             return
         self.rewards.append(metric(logs, "reward"))
+        if len(self.rewards) > 4 * TREND_WINDOW:  # trimmed now and then: the trend reads the last window only
+            del self.rewards[:-TREND_WINDOW]
         advantages = self._advantages(args.num_generations)
         if advantages is not None:
             adv_abs_mean = advantages.abs().mean().item()

@@ -2,7 +2,9 @@
 
 Every view takes the same :class:`Frame`. The notebook view updates one display handle holding one
 fixed-size HTML block (an inline PNG and a table): flicker-free, no widget manager or CDN needed, and the
-last frame stays in the saved notebook. The terminal view is a rich ``Live`` panel.
+last frame stays in the saved notebook. The terminal view is a rich ``Live`` panel. A frame is the same size
+at step 10 and at step 50,000: warnings come as a :class:`~grpo_lite.monitor.health.WarningSummary` (one line
+per rule, then the newest few), the charts as one PNG of downsampled series, the samples as the newest few.
 """
 
 from __future__ import annotations
@@ -10,9 +12,11 @@ from __future__ import annotations
 import base64
 import html
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .health import HealthWarning, WarningSummary
 from .samples import question_of
 
 COMPLETION_CHARS = 300
@@ -24,7 +28,7 @@ class Frame:
 
     header: dict[str, str]
     latest: dict[str, Any]
-    warnings: list = field(default_factory=list)
+    warnings: WarningSummary = field(default_factory=WarningSummary)  # a list of HealthWarning is summarised too
     samples: list[dict[str, Any]] = field(default_factory=list)
     png: bytes | None = None
 
@@ -45,14 +49,36 @@ def latest_values(latest: dict[str, Any]) -> list[tuple[str, str]]:
     return [(key.removeprefix("invariants/"), _fmt(latest.get(key))) for key in (*LATEST_KEYS, *invariants)]
 
 
+def summary_of(warnings: WarningSummary | Sequence[HealthWarning]) -> WarningSummary:
+    return warnings if isinstance(warnings, WarningSummary) else WarningSummary.of(warnings)
+
+
+def _steps(rule) -> str:
+    return str(rule.first_step) if rule.count == 1 else f"{rule.first_step}-{rule.last_step}"
+
+
+def warnings_html(warnings: WarningSummary | Sequence[HealthWarning]) -> str:
+    """The warnings as one line per rule (times fired, first and last step, latest message, fix), then the newest few."""
+    summary = summary_of(warnings)
+    if not summary:
+        return '<ul style="color:#a33"><li>no warnings</li></ul>'
+    rows = "".join(
+        f"<tr><td><b>{html.escape(r.rule)}</b></td><td style='text-align:right'>{r.count:,}</td><td>{_steps(r)}</td>"
+        f"<td>{html.escape(r.message)}</td><td><i>{html.escape(r.fix)}</i></td></tr>"
+        for r in summary.rules
+    )
+    recent = "; ".join(f"step {w.step} <b>{html.escape(w.rule)}</b>" for w in reversed(summary.recent))
+    return (
+        '<table class="grpo-lite-warnings" style="color:#a33;margin:4px 0">'
+        f"<tr><th>warning</th><th>times</th><th>steps</th><th>latest</th><th>fix</th></tr>{rows}</table>"
+        f'<div style="color:#a33">{summary.total:,} warnings in all; newest: {recent}</div>'
+    )
+
+
 def frame_html(frame: Frame) -> str:
     """One self-contained HTML block (fixed width, so updates do not reflow the page)."""
     header = " &middot; ".join(f"<b>{html.escape(k)}</b> {html.escape(v)}" for k, v in frame.header.items())
     latest = "".join(f'<div style="margin-right:14px"><b>{html.escape(k)}</b><br>{v}</div>' for k, v in latest_values(frame.latest))
-    warnings = "".join(
-        f"<li><b>{html.escape(w.rule)}</b> (step {w.step}): {html.escape(w.message)}. <i>Fix:</i> {html.escape(w.fix)}</li>"
-        for w in frame.warnings
-    ) or "<li>no warnings</li>"
     image = f'<img style="width:960px" src="data:image/png;base64,{base64.b64encode(frame.png).decode()}">' if frame.png else ""
     names = sorted({n for s in frame.samples for n in s["rewards"]})
     rows = "".join(
@@ -68,7 +94,7 @@ def frame_html(frame: Frame) -> str:
     return (
         '<div class="grpo-lite-dashboard" style="width:980px;font-family:sans-serif;font-size:12px">'
         f'<div>{header}</div><div style="display:flex;flex-wrap:wrap;margin:6px 0">{latest}</div>'
-        f'<ul style="color:#a33">{warnings}</ul>{image}'
+        f"{warnings_html(frame.warnings)}{image}"
         f"<table><tr><th>step</th><th>prompt</th><th>completion</th>{heads}<th>total</th><th>advantage</th></tr>{rows}</table>"
         "</div>"
     )
@@ -90,7 +116,7 @@ def frame_rich(frame: Frame):
     for s in frame.samples[-4:]:
         samples.add_row(str(s["step"]), Text(s["completion"][:120].replace("\n", "\\n")),
                         *[_fmt(s["rewards"].get(n)) for n in names], _fmt(s["total"]), _fmt(s["advantage"]))
-    warnings = [Text(f"! {w.rule} (step {w.step}): {w.message} -> {w.fix}", style="yellow") for w in frame.warnings[-5:]]
+    warnings = [Text(f"! {line}", style="yellow") for line in summary_of(frame.warnings).lines()]
     title = "  ".join(f"{k}: {v}" for k, v in frame.header.items())
     return Panel(Group(latest, *warnings, samples), title=title, title_align="left")
 

@@ -5,9 +5,10 @@
       metrics.jsonl        one line per logged step                       (monitor.metrics.MetricsLog)
       samples.jsonl        each completion of each logged step, scored    (monitor.samples.SampleLog)
       dashboard.png        the dashboard's charts                         (monitor.dashboard.LiveDashboard)
-      eval.json            held-out scores before and after training      (heldout.HeldoutEvaluation)
+      eval.json            held-out scores before and after training      (evaluation.heldout.HeldoutEvaluation)
       train_summary.json   the Trainer's closing numbers (runtime, mean loss)
       checkpoint-N/        the Trainer's checkpoints                      (resume.latest_checkpoint)
+      partial-checkpoint-N/  an incomplete checkpoint a resumed run passed over, kept (resume.resume_checkpoint)
       adapter_model.safetensors, adapter_config.json, tokenizer files: the trained weights
 
 Files are replaced whole (written aside, then renamed), so a reader never sees half of one; JSON-lines

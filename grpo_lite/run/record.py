@@ -24,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from .settings import RunSettings
+from .settings import RunSettings, read_yaml
 
 
 @dataclass
@@ -82,7 +82,7 @@ def read_run(path: str | Path) -> RunRecord:
     path = path / RUN_FILE if path.is_dir() else path
     if not path.exists():
         raise FileNotFoundError(f"{path}: no run record; pass the output_dir that train() wrote to")
-    document = yaml.safe_load(path.read_text()) or {}
+    document = read_yaml(path)
     chosen = dict(document.get("chosen") or {})
     settings = RunSettings.from_dict(document, path.name)
     return RunRecord(settings=settings, chosen=chosen, grpo_config=dict(document.get("grpo_config") or {}))

@@ -26,26 +26,47 @@ RESUME_FIXED_CONFIG = (
 )
 
 
-def saved_whole(checkpoint: Path) -> bool:
-    """Whether a checkpoint's save finished: the Trainer writes ``trainer_state.json`` last, so a checkpoint
-    without a readable one was cut off (by a kill or a full disk) mid-save."""
+# What the Trainer writes into a checkpoint (transformers' Trainer._save_checkpoint): the weights (the adapter, or
+# the whole model, maybe in shards), then the optimizer and scheduler (DeepSpeed keeps both in global_step*/), then
+# trainer_state.json, last.
+WEIGHT_FILES = ("adapter_model.safetensors", "adapter_model.bin", "model.safetensors", "model.safetensors.index.json",
+                "pytorch_model.bin", "pytorch_model.bin.index.json")
+PARTIAL_PREFIX = "partial-"  # a checkpoint resuming passed over, renamed out of the Trainer's rotation
+
+
+def missing_parts(checkpoint: Path) -> list[str]:
+    """What ``checkpoint`` lacks to continue training exactly where it stopped; empty for a whole one. A save cut
+    off by a kill or a full disk lacks trainer_state.json (written last); a file deleted by hand lacks itself."""
+    missing = [] if any((checkpoint / name).exists() for name in WEIGHT_FILES) else ["the weights"]
+    if not any(checkpoint.glob("global_step*")):
+        missing += [name for name in ("optimizer.pt", "scheduler.pt") if not (checkpoint / name).exists()]
     try:
         json.loads((checkpoint / "trainer_state.json").read_text())
     except (OSError, ValueError):
-        return False
-    return True
+        missing.append("a readable trainer_state.json")
+    return missing
+
+
+def saved_whole(checkpoint: Path) -> bool:
+    """Whether ``checkpoint`` holds everything resuming needs: weights, optimizer, scheduler, trainer state."""
+    return not missing_parts(checkpoint)
+
+
+def _checkpoints(output_dir: Path) -> list[Path]:
+    """The Trainer's ``checkpoint-N`` folders, newest first."""
+    found = [(int(p.name.split("-")[1]), p) for p in output_dir.glob("checkpoint-*") if p.name.split("-")[1].isdigit()]
+    return [checkpoint for _, checkpoint in sorted(found, reverse=True)]
 
 
 def latest_checkpoint(output_dir: Path) -> Path | None:
-    """The newest ``checkpoint-N`` in ``output_dir`` that was saved whole, or None.
-
-    A checkpoint cut off mid-save is skipped (and left on disk), where the Trainer's own choice would crash on it.
-    """
-    steps = sorted((int(p.name.split("-")[1]), p) for p in output_dir.glob("checkpoint-*") if p.name.split("-")[1].isdigit())
-    for _, checkpoint in reversed(steps):
-        if saved_whole(checkpoint):
+    """The newest ``checkpoint-N`` in ``output_dir`` that was saved whole, or None; newer ones that are not whole are
+    skipped (and left on disk), where the Trainer's own choice would crash on them or silently reset the optimizer."""
+    for checkpoint in _checkpoints(output_dir):
+        missing = missing_parts(checkpoint)
+        if not missing:
             return checkpoint
-        logger.warning(f"skipping {checkpoint}: its save was cut off")
+        logger.warning(f"skipping {checkpoint.name}: it has no {', no '.join(missing)} (its save was cut off, or a file "
+                       "was removed)")
     return None
 
 
@@ -84,4 +105,16 @@ def resume_checkpoint(output_dir: Path, config, run: RunRecord) -> Path | None:
     checkpoint = latest_checkpoint(output_dir)
     if checkpoint is None:
         logger.warning(f"no complete checkpoint in {output_dir} to resume from; training from the start")
+    else:
+        logger.info(f"resuming from {checkpoint.name}, with its optimizer, scheduler and trainer state")
+    for newer in _checkpoints(output_dir):
+        if checkpoint is not None and newer == checkpoint:
+            break
+        # Out of the Trainer's rotation, which keeps the newest save_total_limit checkpoint-N folders by step: left
+        # there, a newer partial one would count among them and push out the whole one this run resumes from.
+        kept = newer.with_name(PARTIAL_PREFIX + newer.name)
+        while kept.exists():  # passed over before, in an earlier resume of this run
+            kept = kept.with_name(kept.name + "-again")
+        newer.rename(kept)
+        logger.warning(f"kept the incomplete {newer.name} as {kept.name}, out of the checkpoints the Trainer rotates")
     return checkpoint

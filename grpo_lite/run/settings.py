@@ -19,17 +19,23 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import os
+import re
+import typing
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import yaml
 
 from rewards.registry import did_you_mean
 
+from ..errors import UserError
 from .presets import BASE, TRAINING_PRESETS, preset_name
 
 REWARD_TIMEOUT = 600.0  # seconds per reward call: far more than scoring a batch takes, short of losing a night
 LORA_TARGET_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+BACKEND_CHOICES = ("auto", "unsloth", "transformers", "cpu")
 RECORD_ONLY = ("chosen", "grpo_config")  # what run.yaml holds beyond the settings: never part of a recipe
 REMOVED_FIELDS = {
     "max_prompt_length": "TRL removed it; drop long prompts with prepare_dataset(..., tokenizer=tok, max_prompt_tokens=N)",
@@ -38,7 +44,7 @@ REMOVED_FIELDS = {
 }
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """An invalid run setting; the message names each setting to change and how."""
 
 
@@ -88,6 +94,34 @@ class LoadSettings:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    def problems(self) -> list[str]:
+        """Every load setting of the wrong type or out of range, each with its fix."""
+        found = []
+        if self.backend not in BACKEND_CHOICES:
+            found.append(f"backend={self.backend!r}: use one of {', '.join(BACKEND_CHOICES)}")
+        if not _whole(self.max_seq_length) or self.max_seq_length < 1:
+            found.append(f"max_seq_length={self.max_seq_length!r}: give the longest prompt + completion in tokens (e.g. 2048)")
+        if not isinstance(self.load_in_4bit, bool):
+            found.append(f"load_in_4bit={self.load_in_4bit!r}: use true or false")
+        if self.fast_inference not in (True, False, "auto"):
+            found.append(f"fast_inference={self.fast_inference!r}: use true, false or auto")
+        if self.lora_rank is not None and (not _whole(self.lora_rank) or self.lora_rank < 1):
+            found.append(f"lora_rank={self.lora_rank!r}: give a LoRA rank of 1 or more (16 is usual), or null/None to train "
+                         "every weight")
+        if self.lora_alpha is not None and (not _number(self.lora_alpha) or self.lora_alpha <= 0):
+            found.append(f"lora_alpha={self.lora_alpha!r}: give a positive number, or null/None for 2 * lora_rank")
+        modules = self.target_modules
+        if not (isinstance(modules, str) or (isinstance(modules, list) and modules and all(isinstance(m, str) for m in modules))):
+            found.append(f"target_modules={modules!r}: give module names (e.g. [q_proj, v_proj]) or 'all-linear'")
+        share = self.gpu_memory_utilization
+        if share != "auto" and (not _number(share) or not 0 < share < 1):
+            found.append(f"gpu_memory_utilization={share!r}: give vLLM's share of the GPU between 0 and 1 (e.g. 0.5), or auto")
+        if not _whole(self.seed):
+            found.append(f"seed={self.seed!r}: give a whole number")
+        if not isinstance(self.from_pretrained, dict):
+            found.append(f"from_pretrained={self.from_pretrained!r}: give a mapping of keyword -> value")
+        return found
+
 
 @dataclass
 class Heldout:
@@ -99,7 +133,7 @@ class Heldout:
     samples: int = _help("sampled completions per held-out row for pass@k; 1: greedy only", 1)
 
     @classmethod
-    def from_dict(cls, values: dict[str, Any], where: str = "heldout") -> Heldout:
+    def from_dict(cls, values: dict[str, Any]) -> Heldout:
         """``{path: ..., question: ..., n: 200, samples: 4}``: the data's keys beside ``n`` and ``samples``."""
         values = dict(values)
         options = {key: values.pop(key) for key in ("n", "samples") if key in values}
@@ -144,15 +178,27 @@ class RunSettings:
         if values.get("load") is not None:
             values["load"] = LoadSettings.from_dict(values["load"], f"{where}: load")
         if values.get("heldout") is not None:
-            values["heldout"] = Heldout.from_dict(values["heldout"], f"{where}: heldout")
-        values["overrides"] = dict(values.get("overrides") or {})
+            values["heldout"] = Heldout.from_dict(values["heldout"])
+        values["overrides"] = numbers_from_text(dict(values.get("overrides") or {}))
         return cls(**values)
 
-    def problems(self) -> list[str]:
-        """Every setting that cannot work, each with its fix; empty when the run can start. Nothing heavy is loaded."""
+    def problems(self, *, model_loaded: bool = False) -> list[str]:
+        """Every setting that cannot work, each with its fix; empty when the run can start. Nothing heavy is loaded:
+        the model path, the output folder and the data files are looked at, not loaded (``model_loaded``: the
+        model is in memory already, so its path is not checked)."""
         problems = _timeout_problems(self.reward_timeout) + _config_problems(self.preset, self.overrides)
+        if self.load is not None:
+            problems += [f"load.{problem}" for problem in self.load.problems()]
+        if not model_loaded:
+            problems += model_problems(self.model)
+        if self.output_dir is not None:
+            problems += _output_problems(Path(self.output_dir))
+        if isinstance(self.dataset, dict):
+            problems += [f"dataset: {problem}" for problem in data_problems(self.dataset)]
         if self.heldout is not None:
             problems += _heldout_problems(self.heldout)
+            if isinstance(self.heldout.data, dict):
+                problems += [f"heldout: {problem}" for problem in data_problems(self.heldout.data)]
         from rewards import resolve_rewards
 
         try:
@@ -165,9 +211,9 @@ class RunSettings:
             problems.append(f"reward_weights has {len(weights)} values for the {len(funcs)} reward functions of {names}")
         return problems
 
-    def validate(self, where: str = "the run") -> RunSettings:
+    def validate(self, where: str = "the run", *, model_loaded: bool = False) -> RunSettings:
         """Raise :class:`ConfigError` listing every problem (:meth:`problems`), one per line; else return self."""
-        problems = self.problems()
+        problems = self.problems(model_loaded=model_loaded)
         if problems:
             raise ConfigError("\n".join(f"{where}: {problem}" for problem in problems))
         return self
@@ -193,12 +239,124 @@ class RunSettings:
             return dataclasses.replace(self, load=LoadSettings.from_dict({**load, name: value}, f"--set {key}"))
         if dot and section == "heldout":
             heldout = (self.heldout or Heldout()).to_dict()
-            return dataclasses.replace(self, heldout=Heldout.from_dict({**heldout, name: value}, f"--set {key}"))
+            return dataclasses.replace(self, heldout=Heldout.from_dict({**heldout, name: value}))
         if dot and section == "dataset":
             return dataclasses.replace(self, dataset={**(self.dataset or {}), name: value})
         if key in {f.name for f in dataclasses.fields(self)} - {"load", "dataset", "heldout", "overrides"}:
             return dataclasses.replace(self, **{key: value})
-        return dataclasses.replace(self, overrides={**self.overrides, key: value})
+        return dataclasses.replace(self, overrides={**self.overrides, **numbers_from_text({key: value})})
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]{0,95}(/[A-Za-z0-9][\w.-]{0,95})?")
+
+
+def model_problems(model: str) -> list[str]:
+    """A local model folder that is not there, or a name that is neither a folder nor a hub id."""
+    if model == "tiny":
+        return []
+    path = Path(model).expanduser()
+    if path.exists():
+        if not path.is_dir():
+            return [f"model {model!r} is a file; give the folder a model was saved to (it holds config.json), or a hub id"]
+        if not (path / "config.json").exists():
+            return [f"model {model!r}: the folder has no config.json; give the folder a model was saved to "
+                    "(save_pretrained), or a hub id"]
+        return []
+    parent = path.parent
+    local = model.startswith((".", "/", "~")) or "\\" in model or model.count("/") > 1 or (str(parent) != "." and parent.is_dir())
+    if local or not HUB_ID.fullmatch(model) or "--" in model or ".." in model:
+        nearest = next((p for p in path.parents if p.is_dir()), Path("."))
+        hint = did_you_mean(path.name, [p.name for p in nearest.iterdir()]) if local and nearest == parent else ""
+        return [f"model {model!r}: no such folder{hint}, and not a hub id (namespace/name); give a model folder, a hub "
+                "id, or 'tiny'"]
+    return []
+
+
+def _output_problems(output_dir: Path) -> list[str]:
+    """An output folder that cannot be made or written: a file in its place or above it, a folder without write access."""
+    existing = next(p for p in (output_dir, *output_dir.parents) if p.exists() or p == Path(p.anchor) or p == Path("."))
+    if not existing.is_dir():
+        where = "is a file" if existing == output_dir else f"cannot be made: {existing} is a file"
+        return [f"output_dir {str(output_dir)!r} {where}; pick a folder for the run's files"]
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return [f"output_dir {str(output_dir)!r} cannot be written ({existing} is read-only for this user); pick a folder "
+                "you can write to"]
+    return []
+
+
+def data_problems(spec: dict[str, Any]) -> list[str]:
+    """What stops a recipe's data section from giving rows: an unknown built-in, a missing, unreadable or empty file,
+    a missing column. The file is read here, before any model loads."""
+    from ..data.prepare import DatasetError, builtin_names, load_rows
+
+    spec = dict(spec)
+    if "builtin" in spec:
+        return [] if spec["builtin"] in builtin_names() else [
+            f"no built-in dataset {spec['builtin']!r}{did_you_mean(str(spec['builtin']), builtin_names())}; "
+            f"available: {', '.join(builtin_names())}"]
+    if "path" not in spec:
+        return ["give path: <a .jsonl, .json or .csv file> or builtin: <name>"]
+    try:
+        rows = load_rows(spec["path"])
+    except DatasetError as error:
+        return [str(error)]
+    columns = set(rows.column_names)
+    wanted = ["prompt"] if spec.get("prepared") else [spec.get("question", "question")] + (
+        [spec.get("answer", "answer")] if spec.get("answer", "answer") is not None else [])
+    missing = [column for column in wanted if column not in columns]
+    return [f"{spec['path']}: no column {column!r} (columns: {', '.join(sorted(columns))}); name the right one "
+            f"({'question' if column == wanted[0] else 'answer'}: <column>)" for column in missing]
+
+
+def numbers_from_text(overrides: dict[str, Any]) -> dict[str, Any]:
+    """GRPOConfig values given as text read as the numbers their fields hold, as transformers' argument parser
+    reads them: YAML 1.1 reads ``1e-5`` as text, and ``--set learning_rate=1e-5`` comes as text."""
+    kinds = grpo_config_kinds()
+    converted = dict(overrides)
+    for key, value in overrides.items():
+        kind = kinds.get(key)
+        if isinstance(value, str) and kind in (int, float):
+            try:
+                converted[key] = kind(value)
+            except ValueError:
+                pass  # left as it is: the type check names it
+    return converted
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    """The mapping in a run YAML or ``run.yaml``; a file that is not one is a :class:`ConfigError` naming the file,
+    and the line and column where YAML stopped reading it."""
+    try:
+        text = path.read_text(encoding="utf-8")
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        if isinstance(error, yaml.reader.ReaderError):  # a character YAML does not allow, at an offset
+            before = text[: error.position]
+            line, column = before.count("\n"), len(before) - before.rfind("\n") - 1
+            problem = f"character {error.character!r} is not allowed"
+        else:
+            line, column = (mark.line, mark.column) if mark is not None else (None, None)
+            problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        where = f"{path}, line {line + 1}, column {column + 1}" if line is not None else str(path)
+        raise ConfigError(f"{where}: not valid YAML ({problem}); a run YAML is a mapping of settings, one "
+                          "'key: value' per line") from None
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"{path}: not a text file ({error.reason} at byte {error.start}); a run YAML is UTF-8 text") from None
+    if document is None:
+        return {}
+    if not isinstance(document, dict):
+        raise ConfigError(f"{path}: a run YAML is a mapping of settings (model, dataset, rewards, ...), not a "
+                          f"{type(document).__name__}")
+    return document
 
 
 def grpo_config_fields() -> set[str]:
@@ -231,14 +389,35 @@ def _heldout_problems(heldout: Heldout) -> list[str]:
 
 
 def _field_problems(overrides: dict[str, Any]) -> list[str]:
-    fields = grpo_config_fields()
+    fields, kinds = grpo_config_fields(), grpo_config_kinds()
     problems = []
-    for key in overrides:
+    for key, value in overrides.items():
         if key in REMOVED_FIELDS:
             problems.append(f"{key}: {REMOVED_FIELDS[key]}")
         elif key not in fields:
             problems.append(f"{key!r} is not a GRPOConfig option{did_you_mean(key, fields)}")
+        elif value is not None and key in kinds and not _of_kind(value, kinds[key]):
+            wanted = {int: "a whole number", float: "a number", bool: "true or false"}[kinds[key]]
+            problems.append(f"{key}={value!r}: give {wanted}")
     return problems
+
+
+def _of_kind(value: Any, kind: type) -> bool:
+    if kind is bool:
+        return isinstance(value, bool)
+    return _whole(value) if kind is int else _number(value)
+
+
+def grpo_config_kinds() -> dict[str, type]:
+    """GRPOConfig's int, float and bool fields (optional ones included) and their type."""
+    from trl import GRPOConfig
+
+    kinds = {}
+    for f in dataclasses.fields(GRPOConfig):
+        options = [a for a in (typing.get_args(f.type) or (f.type,)) if a is not type(None)]
+        if f.init and len(options) == 1 and options[0] in (int, float, bool):
+            kinds[f.name] = options[0]
+    return kinds
 
 
 def _option_problems(o: dict[str, Any]) -> list[str]:
@@ -248,8 +427,18 @@ def _option_problems(o: dict[str, Any]) -> list[str]:
     if not isinstance(g, int) or g < 2:
         problems.append(f"num_generations={g!r}: GRPO compares completions within a group, so use 2 or more (4-16 is usual)")
         g = None
-    if "max_steps" in o and o["max_steps"] is None:
-        problems.append("max_steps=None is not valid: use -1 (train for num_train_epochs) or a positive number of steps")
+    steps = o.get("max_steps", -1)
+    if steps is None or (_whole(steps) and steps != -1 and steps < 1):
+        problems.append(f"max_steps={steps!r}: give a positive number of steps, or -1 to train for num_train_epochs")
+    for key, low, fix in (("per_device_train_batch_size", 1, "completions per device per step"),
+                          ("gradient_accumulation_steps", 1, "steps to accumulate"), ("save_steps", 0, "steps between saves"),
+                          ("logging_steps", 0, "steps between log lines"), ("num_train_epochs", 0, "epochs")):
+        if _number(o.get(key)) and not (o[key] >= low if low else o[key] > 0):
+            problems.append(f"{key}={o[key]!r}: give the {fix}, {'1 or more' if low else 'more than 0'}")
+    if _number(o.get("temperature")) and o["temperature"] <= 0:
+        problems.append(f"temperature={o['temperature']!r}: GRPO samples its groups, so give a temperature above 0 (1.0 is usual)")
+    if _number(o.get("top_p")) and not 0 < o["top_p"] <= 1:
+        problems.append(f"top_p={o['top_p']!r}: give a probability mass in (0, 1]")
     beta = o.get("beta", 0.0)
     if beta is None or beta < 0:
         problems.append(f"beta={beta!r}: the KL coefficient must be >= 0 (0.04 is this toolkit's default, 0 disables KL)")

@@ -19,6 +19,7 @@ from rewards.combine import reward_name
 from ..log import logger
 from ..monitor.metrics import read_metrics
 from ..run.files import METRICS_FILE, write_jsonl
+from ..run.settings import ConfigError
 from .trainer import TrainResult, train
 
 
@@ -33,7 +34,7 @@ class Stage:
 
     def __init__(self, rewards: Any, max_steps: int, name: str | None = None, **overrides: Any):
         if max_steps < 1:
-            raise ValueError(f"Stage(max_steps={max_steps}): a stage needs at least one step")
+            raise ConfigError(f"Stage(max_steps={max_steps}): a stage needs at least one step")
         self.rewards = rewards
         self.max_steps = max_steps
         self.name = name
@@ -69,7 +70,7 @@ def train_stages(
     overrides win over them.
     """
     if not stages:
-        raise ValueError("train_stages: no stages; pass a list like [Stage(rewards=..., max_steps=...), ...]")
+        raise ConfigError("train_stages: no stages; pass a list like [Stage(rewards=..., max_steps=...), ...]")
     output_dir = Path(output_dir)
     names = [stage.name or f"stage{i}" for i, stage in enumerate(stages, start=1)]
     stage_dirs = [output_dir / f"{i}-{name}" for i, name in enumerate(names, start=1)]

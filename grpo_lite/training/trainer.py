@@ -36,6 +36,7 @@ from transformers import TrainerCallback
 
 from rewards import resolve_rewards
 
+from ..data.prepare import DatasetError
 from ..guards.faults import faults_reported
 from ..guards.nan import NaNStop
 from ..guards.reward_calls import GuardedReward, RewardFailureStop, guard, unlimited
@@ -51,7 +52,7 @@ from ..run.files import RUN_FILE
 from ..run.presets import preset_name
 from ..run.record import RunRecord, reward_reference
 from ..run.resume import resume_checkpoint
-from ..run.settings import REWARD_TIMEOUT, Heldout, RunSettings
+from ..run.settings import REWARD_TIMEOUT, ConfigError, Heldout, RunSettings
 from ..run.stopping import InterruptStops, StopSwitch
 
 
@@ -75,11 +76,16 @@ class TrainResult:
 
 
 def _check_dataset(dataset) -> None:
+    if not hasattr(dataset, "column_names"):
+        raise DatasetError(f"dataset is a {type(dataset).__name__}, not a datasets.Dataset; build it with "
+                           "grpo_lite.prepare_dataset(rows, question=..., answer=...)")
     if "prompt" not in dataset.column_names:
-        raise ValueError(
+        raise DatasetError(
             f"the dataset has no 'prompt' column (columns: {dataset.column_names}); build it with "
             "grpo_lite.prepare_dataset(rows, question=..., answer=...)"
         )
+    if len(dataset) == 0:
+        raise DatasetError("the dataset has no rows, so there is nothing to train on (were they all filtered out?)")
 
 
 def _check_sequence_length(model, tokenizer, dataset, config) -> None:
@@ -96,7 +102,7 @@ def _check_sequence_length(model, tokenizer, dataset, config) -> None:
              for p in dataset["prompt"]]
     longest = max((len(tokenizer(text, add_special_tokens=False)["input_ids"]) for text in texts), default=0)
     if longest + config.max_completion_length > limit:
-        raise ValueError(
+        raise ConfigError(
             f"the longest prompt ({longest} tokens) plus max_completion_length={config.max_completion_length} exceeds the "
             f"model's max_seq_length={limit}: load the model with load_model(..., max_seq_length={longest + config.max_completion_length}) "
             f"or more, pass max_completion_length={max(limit - longest, 1)} or less, or drop long prompts with "
@@ -183,7 +189,7 @@ def train(
 def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Sequence[TrainerCallback] = (),
                  resume: bool = False, dashboard: Any = True) -> TrainResult:
     """:func:`train` for a run given as one :class:`RunSettings`, whose ``heldout.data`` is a prepared dataset."""
-    settings.validate()
+    settings.validate(model_loaded=True)
     output_dir = Path(settings.output_dir or "outputs/grpo-lite")
     funcs, set_weights = resolve_rewards(settings.rewards)
     weights = settings.reward_weights if settings.reward_weights is not None else set_weights
