@@ -44,7 +44,7 @@ def did_you_mean(name: str, choices: Iterable[str]) -> str:
     >>> did_you_mean("t4", ["cpu-smoke", "t4-16gb", "l4-24gb"])
     '; did you mean t4-16gb?'
     """
-    choices = list(choices)
+    choices = sorted(choices)  # a set's order changes from run to run; the hint should not
     starting = [choice for choice in choices if name and choice.startswith(name)]  # "t4" for "t4-16gb"
     close = list(dict.fromkeys(starting + difflib.get_close_matches(name, choices, n=3)))[:3]
     return f"; did you mean {', '.join(close)}?" if close else ""

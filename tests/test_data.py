@@ -19,6 +19,42 @@ def test_rows_become_chat_prompts_with_gsm8k_answers_extracted():
     assert row["level"] == 1  # other columns reach the reward functions
 
 
+def test_a_gold_column_of_another_name_keeps_its_name_and_values_beside_the_extracted_answer():
+    # open-r1 / TRL datasets hold the gold in ``solution`` (read by accuracy_reward(completions, solution, **kwargs));
+    # it used to be replaced by ``answer`` and the question column dropped.
+    rows = [{"problem": "Half of 84?", "solution": "84 / 2 = 42\n#### 42", "expert": 7}, {"problem": "2 + 2?", "solution": 4, "expert": 8}]
+    for source in (rows, Dataset.from_list([{**row, "solution": str(row["solution"])} for row in rows])):
+        ds = prepare_dataset(source, question="problem", answer="solution")
+        assert ds["answer"] == ["42", "4"] and ds["problem"] == ["Half of 84?", "2 + 2?"] and ds["expert"] == [7, 8]
+        assert [str(s) for s in ds["solution"]] == ["84 / 2 = 42\n#### 42", "4"]  # unchanged, not the extracted gold
+    numbers = prepare_dataset([{**row, "solution": i + 40} for i, row in enumerate(rows)], question="problem", answer="solution")
+    assert numbers["solution"] == [40, 41] and numbers["answer"] == ["40", "41"]  # its type too
+
+
+def test_the_gsm8k_full_text_never_overwrites_a_users_own_solution_column():
+    rows = [{"question": "Half of 84?", "answer": "84 / 2 = 42\n#### 42", "solution": "$42$"}]
+    for source in (rows, Dataset.from_list(rows)):
+        ds = prepare_dataset(source)
+        assert (ds[0]["answer"], ds[0]["solution"]) == ("42", "$42$")
+
+
+def test_trls_accuracy_reward_trains_on_the_users_solution_column(tiny_model, tmp_path):
+    # trl.rewards.accuracy_reward(completions, solution, **kwargs) parses the gold with math-verify (installed here,
+    # CPU only). With the solution column renamed to answer, each call raised TypeError (missing 'solution'), which
+    # grpo-lite's reward guard scores None: the step's mean reward was None instead of a score.
+    from trl.rewards import accuracy_reward
+
+    from grpo_lite import train
+
+    model, tokenizer = tiny_model
+    rows = [{"problem": f"What is {i} + {i}?", "solution": f"${2 * i}$"} for i in range(4)]
+    dataset = prepare_dataset(rows, question="problem", answer="solution")
+    result = train(model, tokenizer, dataset, [accuracy_reward], output_dir=tmp_path, preset="cpu-smoke", max_steps=1,
+                   num_generations=4, per_device_train_batch_size=4, max_completion_length=8, dashboard=False)
+    scored = [(m["step"], m["rewards/accuracy_reward/mean"]) for m in result.metrics if "rewards/accuracy_reward/mean" in m]
+    assert len(scored) == 1 and scored[0][0] == 1 and isinstance(scored[0][1], float) and 0.0 <= scored[0][1] <= 1.0
+
+
 @pytest.mark.parametrize("suffix", ["csv", "jsonl"])
 def test_reads_csv_and_jsonl_with_custom_columns(tmp_path, suffix):
     rows = [{"q": "What is 2+3?", "expert_answer": "5"}, {"q": "What is 7-2?", "expert_answer": "5"}]

@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import pytest
 import torch
 from peft import AutoPeftModelForCausalLM
@@ -72,3 +74,122 @@ def test_an_export_into_a_folder_that_holds_files_is_refused_unless_asked(traine
     export(model, tokenizer, tmp_path / "out", how="merged_16bit", overwrite=True)
     held = {p.name for p in (tmp_path / "out").iterdir()}
     assert "model.safetensors" in held and not held & {"adapter_config.json", "adapter_model.safetensors"}
+
+
+def test_generate_with_the_adapter_off_is_the_base_model_and_on_is_the_trained_one(trained_lora, tiny_model_dir):
+    # Unsloth's notebooks compare the same prompt before and after (vLLM's lora_request=None vs the saved LoRA)
+    model, tokenizer = trained_lora
+    base = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    expected_base = generate(base, tokenizer, PROMPTS, max_completion_length=8)
+    before = generate(model, tokenizer, PROMPTS, max_completion_length=8, adapter=False)
+    after = generate(model, tokenizer, PROMPTS, max_completion_length=8, adapter=True)
+    assert before == expected_base and after != before
+    assert generate(model, tokenizer, PROMPTS, max_completion_length=8) == after  # the adapter is back on afterwards
+    with pytest.raises(ValueError, match="has no LoRA adapter to turn off"):
+        generate(base, tokenizer, PROMPTS, max_completion_length=8, adapter=False)
+
+
+def test_generate_takes_the_usual_sampling_options_and_a_seed(trained_lora):
+    model, tokenizer = trained_lora
+    options = dict(max_completion_length=8, do_sample=True, temperature=1.3, top_p=0.95, top_k=40, min_p=0.01,
+                   repetition_penalty=1.1, num_return_sequences=3)
+    state = torch.random.get_rng_state()
+    first = generate(model, tokenizer, PROMPTS, seed=11, **options)
+    assert torch.equal(torch.random.get_rng_state(), state)  # the seed does not reset the caller's random state
+    assert generate(model, tokenizer, PROMPTS, seed=11, **options) == first and len(first) == 6
+    assert generate(model, tokenizer, PROMPTS, seed=12, **options) != first
+
+
+def test_generate_on_a_vllm_engine_maps_the_options_and_the_adapter_onto_vllm(trained_lora, monkeypatch):
+    # vLLM needs a GPU and is not installed here: a stand-in vllm module records SamplingParams, and the model stands in
+    # for one Unsloth loaded with fast_inference=True (model.vllm_engine, model.fast_generate(texts, sampling_params=...,
+    # lora_request=...), model.load_lora: unsloth/models/llama.py, from_pretrained; unsloth_zoo/vllm_utils.py).
+    import sys
+    import types
+
+    model, tokenizer = trained_lora
+    fake_vllm = types.ModuleType("vllm")
+    fake_vllm.SamplingParams = lambda **params: params
+    monkeypatch.setitem(sys.modules, "vllm", fake_vllm)
+    calls = []
+
+    def fast_generate(texts, sampling_params, lora_request, use_tqdm):
+        calls.append((sampling_params, lora_request))
+        choice = types.SimpleNamespace(text="x", token_ids=[1], finish_reason="stop")
+        return [types.SimpleNamespace(outputs=[choice] * sampling_params["n"]) for _ in texts]
+
+    model.vllm_engine, model.fast_generate = object(), fast_generate
+    model.load_lora = lambda name, load_tensors: f"lora:{name}"
+    generate(model, tokenizer, PROMPTS, do_sample=True, temperature=0.7, top_p=0.9, top_k=0, min_p=0.05,
+             repetition_penalty=1.2, seed=5, num_return_sequences=2, max_completion_length=16)
+    generate(model, tokenizer, PROMPTS, adapter=False)
+    (sampled, lora), (greedy, no_lora) = calls
+    assert sampled == dict(max_tokens=16, temperature=0.7, top_p=0.9, top_k=-1, min_p=0.05, repetition_penalty=1.2, n=2, seed=5)
+    assert lora == "lora:grpo_lite_generate" and no_lora is None and greedy["temperature"] == 0.0
+
+
+@pytest.fixture
+def hub(monkeypatch):
+    """The Hub cannot be reached here: HfApi.create_repo and upload_folder are replaced by stand-ins that record their
+    calls (and, for upload_folder, which files the folder held then), so the test ends at huggingface_hub's call."""
+    from huggingface_hub import HfApi
+
+    calls = []
+
+    def create_repo(self, repo_id, **options):
+        calls.append(("create_repo", repo_id, options))
+
+    def upload_folder(self, *, repo_id, folder_path, **options):
+        files = sorted(p.name for p in Path(folder_path).iterdir())
+        calls.append(("upload_folder", repo_id, {"folder_path": folder_path, "files": files, **options}))
+
+    monkeypatch.setattr(HfApi, "create_repo", create_repo)
+    monkeypatch.setattr(HfApi, "upload_folder", upload_folder)
+    return calls
+
+
+@pytest.mark.parametrize("how, weights", [("adapter", "adapter_model.safetensors"), ("merged_16bit", "model.safetensors")])
+def test_push_to_hub_uploads_the_written_folder_after_creating_the_repo(trained_lora, tmp_path, hub, how, weights):
+    model, tokenizer = trained_lora
+    export(model, tokenizer, tmp_path / "out", how=how, push_to_hub="someone/tiny-grpo", token="hf_test")
+    (created, repo, create_options), (uploaded, same_repo, upload) = hub
+    assert (created, repo, uploaded, same_repo) == ("create_repo", "someone/tiny-grpo", "upload_folder", "someone/tiny-grpo")
+    assert create_options["exist_ok"] is True and create_options["token"] == upload["token"] == "hf_test"
+    assert upload["folder_path"] == str(tmp_path / "out") and weights in upload["files"] and "tokenizer_config.json" in upload["files"]
+
+
+def test_push_to_hub_with_a_bad_repo_name_is_refused_before_anything_is_written(trained_lora, tmp_path, hub):
+    model, tokenizer = trained_lora
+    with pytest.raises(ExportError, match=r"push_to_hub='tiny-grpo'; give the Hub repository as 'user/name'"):
+        export(model, tokenizer, tmp_path / "out", push_to_hub="tiny-grpo")
+    assert not (tmp_path / "out").exists() and hub == []
+
+
+def test_gguf_takes_several_quantizations_in_one_call_and_pushes_the_gguf_files(tiny_model, tmp_path, hub):
+    # llama.cpp and Unsloth's GGUF exporter need a GPU model loaded by Unsloth: a stand-in save_pretrained_gguf does what
+    # unsloth/save.py's does (unsloth_save_pretrained_gguf -> save_to_gguf, which takes a string or a list of methods,
+    # writes <save_directory>_gguf/<name>.<METHOD>.gguf and a Modelfile, and returns {"gguf_directory", "gguf_files", ...}).
+    model, tokenizer = tiny_model
+    asked = []
+
+    def save_pretrained_gguf(save_directory, tokenizer, quantization_method="fast_quantized"):
+        asked.append(quantization_method)
+        gguf_dir = Path(f"{save_directory}_gguf")
+        gguf_dir.mkdir()
+        methods = quantization_method if isinstance(quantization_method, list) else [quantization_method]
+        files = [gguf_dir / f"tiny.{m.upper()}.gguf" for m in methods]
+        for path in [*files, gguf_dir / "Modelfile"]:
+            path.write_text("x")
+        (Path(save_directory) / "model.safetensors").write_text("x")  # the 16-bit merge the converter read
+        return {"save_directory": save_directory, "gguf_directory": str(gguf_dir), "gguf_files": [str(f) for f in files],
+                "modelfile_location": str(gguf_dir / "Modelfile")}
+
+    model.save_pretrained_gguf = save_pretrained_gguf
+    export(model, tokenizer, tmp_path / "out", how="gguf", quantization=["q4_k_m", "q8_0"], push_to_hub="someone/tiny-gguf")
+    assert asked == [["q4_k_m", "q8_0"]]
+    (_, repo, _), (_, _, upload) = hub
+    assert repo == "someone/tiny-gguf" and upload["folder_path"] == str(tmp_path / "out_gguf")
+    assert upload["allow_patterns"] == ["*.gguf", "Modelfile"]
+    assert upload["files"] == ["Modelfile", "tiny.Q4_K_M.gguf", "tiny.Q8_0.gguf"]
+    with pytest.raises(ExportError, match=r"quantization=\['q4_k_m', 'q9'\]"):
+        export(model, tokenizer, tmp_path / "again", how="gguf", quantization=["q4_k_m", "q9"])

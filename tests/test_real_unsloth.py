@@ -212,8 +212,10 @@ def test_load_model_gives_unsloth_only_options_its_loaders_name(tmp_path, tiny_m
     monkeypatch.setitem(sys.modules, "unsloth", stub)
     monkeypatch.setattr(models, "cuda_available", lambda: True)  # no GPU here: the loader is recorded, not run
     monkeypatch.setattr(models, "vllm_usable", lambda: (True, "vLLM 0.31.0"))
+    lora_options = dict(lora_dropout=0.05, bias="lora_only", use_rslora=True, init_lora_weights="gaussian",
+                        modules_to_save=["lm_head"], layers_to_transform=[0, 1], layers_pattern="layers", ensure_weight_tying=True)
     model, _ = load_model(str(tiny_model_dir), backend="unsloth", lora_rank=8, seed=7, max_seq_length=1024,
-                          fast_inference=fast_inference, gpu_memory_utilization=0.6 if fast_inference else "auto")
+                          fast_inference=fast_inference, gpu_memory_utilization=0.6 if fast_inference else "auto", **lora_options)
     loaded, peft = RecordingFastLanguageModel.calls["from_pretrained"], RecordingFastLanguageModel.calls["get_peft_model"]
     assert set(loaded) <= set(named["from_pretrained"]) and set(peft) <= set(named["get_peft_model"])
     assert loaded["max_seq_length"] == 1024 and loaded["load_in_4bit"] and loaded["fast_inference"] is fast_inference
@@ -223,3 +225,26 @@ def test_load_model_gives_unsloth_only_options_its_loaders_name(tmp_path, tiny_m
     assert peft["r"] == 8 and peft["lora_alpha"] == 16 and peft["random_state"] == 7
     assert peft["use_gradient_checkpointing"] == "unsloth" and set(peft["target_modules"]) == set(models.LORA_TARGET_MODULES)
     assert models.loaded_as(model).backend.fast_inference is fast_inference
+    # the LoRA options users bring reach get_peft_model as given (each is one of its named parameters, checked above)
+    assert {key: peft[key] for key in lora_options} == lora_options
+
+
+def test_a_chat_template_name_goes_through_unsloths_get_chat_template(tmp_path, tiny_model_dir):
+    # unsloth/chat_templates.py, get_chat_template: a name looks up CHAT_TEMPLATES and sets tokenizer.chat_template.
+    # Unsloth is imported here as on a GPU machine (the model itself loads on the CPU backend). qwen-2.5 ends turns with
+    # the tokenizer's own EOS, so no EOS remapping runs (that path needs protobuf for sentencepiece, not installed here).
+    done = run_script(f"""
+        from grpo_lite import load_model
+        from grpo_lite.run.settings import ConfigError
+        model, tokenizer = load_model({str(tiny_model_dir)!r}, backend="cpu", lora_rank=4, chat_template="qwen-2.5")
+        try:
+            load_model({str(tiny_model_dir)!r}, backend="cpu", lora_rank=4, chat_template="no-such-template")
+            refused = ""
+        except ConfigError as error:
+            refused = str(error)
+        shown = tokenizer.apply_chat_template([{{"role": "user", "content": "hi"}}], tokenize=False, add_generation_prompt=True)
+        result({{"shown": shown, "refused": refused}})
+    """, tmp_path)
+    # Qwen 2.5's template adds its default system prompt, which the tiny model's own chatml template has not
+    assert done["shown"].startswith("<|im_start|>system\nYou are Qwen, created by Alibaba Cloud.")
+    assert done["refused"].startswith("load_model: chat_template='no-such-template'")

@@ -24,9 +24,15 @@ def length_reward(completions, **kwargs):
     return [len(c[0]["content"]) / 10 for c in completions]
 
 
-# Not the default of any setting, so a setting that a shape drops shows up as a difference.
+# Not the default of any setting, so a setting that a shape drops shows up as a difference; but bias: with beta != 0
+# TRL's GRPOTrainer copies the LoRA config into a "ref" adapter (trl/trainer/grpo_trainer.py), and PEFT allows a bias on
+# one adapter only, so a run with a trained bias and a KL term cannot start (tests/test_models.py checks bias reaches PEFT).
+DEFAULT_HERE = {"bias"}
 LOAD = dict(backend="transformers", max_seq_length=512, load_in_4bit=False, fast_inference=False, lora_rank=4,
             lora_alpha=12, target_modules=["q_proj", "v_proj"], gpu_memory_utilization=0.3, seed=11,
+            lora_dropout=0.05, bias="none", use_rslora=True, init_lora_weights="gaussian", modules_to_save=["lm_head"],
+            layers_to_transform=[0], layers_pattern="layers", ensure_weight_tying=True,
+            chat_template="{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}assistant:",
             from_pretrained={"attn_implementation": "eager"})
 TRAIN = dict(preset="cpu-smoke", reward_weights=[2.0, 0.5], reward_timeout=45.0, heldout_n=2, heldout_samples=2,
              overrides=dict(max_steps=1, num_generations=2, per_device_train_batch_size=2, max_completion_length=6,
@@ -38,7 +44,7 @@ WHERE = {"output_dir", "logging_dir", "run_name"}
 
 def test_every_load_and_train_setting_differs_from_its_default():
     load_defaults, run_defaults, heldout_defaults = LoadSettings(), RunSettings(model="m", rewards=["r"]), Heldout()
-    assert {name for name in LOAD if LOAD[name] == getattr(load_defaults, name)} == set()
+    assert {name for name in LOAD if LOAD[name] == getattr(load_defaults, name)} == DEFAULT_HERE
     assert {f.name for f in dataclasses.fields(LoadSettings)} == set(LOAD)
     assert {name for name in TRAIN if name not in HELDOUT and TRAIN[name] == getattr(run_defaults, name)} == set()
     assert {name for name, field in HELDOUT.items() if TRAIN[name] == getattr(heldout_defaults, field)} == set()
@@ -75,6 +81,11 @@ def test_a_run_and_the_launch_kit_built_from_it_are_configured_identically(tiny_
     lora, lora_again = first.model.peft_config["default"], again.model.peft_config["default"]
     assert (lora_again.r, lora_again.lora_alpha, lora_again.target_modules) == (4, 12, {"q_proj", "v_proj"})
     assert (lora.r, lora.lora_alpha, lora.target_modules) == (lora_again.r, lora_again.lora_alpha, lora_again.target_modules)
+    peft_options = ("lora_dropout", "bias", "use_rslora", "init_lora_weights", "layers_to_transform", "layers_pattern",
+                    "ensure_weight_tying")
+    for config in (lora, lora_again):  # the LoRA options reach PEFT's LoraConfig, in the run and in its launch kit's rerun
+        assert {name: getattr(config, name) for name in peft_options} == {name: LOAD[name] for name in peft_options}
+        assert "lm_head" in config.modules_to_save or "lm_head" in (getattr(config, "modules_to_tie", None) or [])
     assert again.model.config._attn_implementation == "eager"
     assert again.evaluation.trained.n == first.evaluation.trained.n == 2 and 2 in again.evaluation.trained.pass_at_k
 

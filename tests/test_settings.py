@@ -51,12 +51,12 @@ def test_python_yaml_and_set_are_refused_alike(flag, keywords, change, message, 
 
 def test_every_problem_of_a_run_is_named_at_once():
     settings = RunSettings(model="tiny", rewards=["gsm8kk"], preset="cpu-smoke", reward_timeout=-1,
-                           overrides={"num_generation": 4, "max_prompt_length": 256})
+                           overrides={"num_generation": 4, "logging_dir": "tb"})
     with pytest.raises(ConfigError) as refused:
         settings.validate()
     lines = str(refused.value).splitlines()
     assert len(lines) == 4 and all(line.startswith("the run: ") for line in lines)
-    assert ["reward_timeout=-1" in lines[0], "'num_generation'" in lines[1], "max_prompt_length" in lines[2],
+    assert ["reward_timeout=-1" in lines[0], "'num_generation'" in lines[1], "logging_dir: transformers 5 removed it" in lines[2],
             "unknown reward 'gsm8kk'" in lines[3]] == [True] * 4
 
 
@@ -67,3 +67,13 @@ def test_help_names_only_presets_that_exist():
     listed = re.search(r"training preset \(([^)]*)\)", text).group(1).split(", ")
     assert named and named <= set(TRAINING_PRESETS)
     assert listed == ["auto", *TRAINING_PRESETS]
+
+
+def test_trained_biases_with_kl_on_are_refused_before_loading():
+    from grpo_lite.run.settings import LoadSettings
+
+    settings = RunSettings(model="tiny", rewards=["numeric_correctness_reward"], preset="cpu-smoke",
+                           load=LoadSettings(bias="all"))
+    assert any("load.bias='all' with beta=0.04" in problem for problem in settings.problems())
+    settings.overrides = {"beta": 0.0}
+    assert settings.problems() == []

@@ -96,7 +96,7 @@ def test_rewards_without_kwargs_and_missing_prompt_column_are_refused(tiny_model
     with pytest.raises(ConfigError, match=r"the run: reward function 'no_kwargs' must accept \*\*kwargs"):
         train(model, tokenizer, arithmetic, [no_kwargs], output_dir=tmp_path, **QUICK)
     with pytest.raises(ValueError, match="no 'prompt' column"):
-        train(model, tokenizer, arithmetic.rename_column("prompt", "question"), [length_reward], output_dir=tmp_path, **QUICK)
+        train(model, tokenizer, arithmetic.rename_column("prompt", "messages"), [length_reward], output_dir=tmp_path, **QUICK)
     with pytest.raises(ConfigError, match="reward_weights has 1 values for the 2 reward functions"):
         train(model, tokenizer, arithmetic, [length_reward, digit_reward], output_dir=tmp_path, reward_weights=[1.0], **QUICK)
 

@@ -145,19 +145,26 @@ def prepare_dataset(
     Args:
         rows_or_dataset: a ``datasets.Dataset``, a list of dicts, or a CSV / JSONL path.
         question: column holding the question text.
-        answer: column holding the gold answer (GSM8K ``... #### 42`` answers become ``"42"``, the full
-            text is kept as ``solution``); ``None`` when the task has no gold answer (e.g. code tests).
+        answer: column holding the gold answer. Its extracted gold goes to the ``answer`` column that grpo-lite's
+            rewards read (GSM8K ``... #### 42`` answers become ``"42"``, the full text is kept as ``solution``
+            unless the data has its own ``solution``); a column of another name stays as it is, so a reward
+            written for it (TRL's and open-r1's ``accuracy_reward(completions, solution, **kwargs)``) reads it.
+            ``None`` when the task has no gold answer (e.g. code tests).
         system_prompt: system message put before every question; ``None`` for none.
         tokenizer: when given, prompt lengths are measured with its chat template and reported.
         max_prompt_tokens: with a tokenizer, prompts longer than this are dropped (``on_long_prompt="drop"``)
             or rejected with an error naming the first one (``"error"``). GRPOConfig has no
             ``max_prompt_length`` any more, so this is where long prompts are handled.
 
-    Other columns are kept: GRPOTrainer passes them to reward functions as keyword arguments.
+    Every other column is kept under its own name, the question's too: GRPOTrainer passes them to reward
+    functions as keyword arguments, as it would have without grpo-lite.
 
     >>> ds = prepare_dataset([{"question": "What is 2+2?", "answer": "so #### 4"}])
     >>> ds[0]["answer"], [(m["role"], m["content"]) for m in ds[0]["prompt"]][-1]
     ('4', ('user', 'What is 2+2?'))
+    >>> ds = prepare_dataset([{"problem": "What is 2+2?", "solution": "2 + 2 = 4 #### 4"}], question="problem", answer="solution")
+    >>> ds[0]["solution"], ds[0]["answer"], ds[0]["problem"]
+    ('2 + 2 = 4 #### 4', '4', 'What is 2+2?')
     """
     if on_long_prompt not in ("drop", "error"):
         raise DatasetError(f"on_long_prompt={on_long_prompt!r}: use 'drop' or 'error'")
@@ -183,21 +190,30 @@ def prepare_dataset(
             )
     raw_answers = values(answer) if answer else None
     golds = [_gold_answer(value, i, answer) for i, value in enumerate(raw_answers)] if answer else None
+    if answer and answer != "answer" and "answer" in columns:
+        logger.warning(f"the data's own 'answer' column is replaced by the gold answers of {answer!r} (answer={answer!r}), "
+                       f"which grpo-lite's rewards read; {answer!r} stays as it is")
+    keeps_solution = "solution" in columns  # the user's own solution column is never overwritten
 
     def to_prompt(row: dict[str, Any], index: int) -> dict[str, Any]:
         messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
         messages.append({"role": "user", "content": row[question]})
         out: dict[str, Any] = {"prompt": messages}
         if golds is not None:
-            if "####" in str(raw_answers[index]):
+            if "####" in str(raw_answers[index]) and not keeps_solution:
                 out["solution"] = str(raw_answers[index])
             out["answer"] = golds[index]
         return out
 
-    replaced = {c for c in (question, answer, "prompt") if c is not None}
+    replaced = {"prompt", "answer"} if golds is not None else {"prompt"}  # every other column keeps its name and values
     if is_list:
+        as_text = set()
+        if answer and answer not in replaced and len({type(v) for v in raw_answers if v is not None}) > 1:
+            as_text = {answer}  # numbers and text in one gold column (a list of dicts): Arrow stores one type, text holds both
+            logger.info(f"column {answer!r} mixes numbers and text: kept as text")
         prepared = _to_dataset(
-            [{**{k: v for k, v in row.items() if k not in replaced}, **to_prompt(row, i)} for i, row in enumerate(source)]
+            [{**{k: (str(v) if k in as_text and v is not None else v) for k, v in row.items() if k not in replaced},
+              **to_prompt(row, i)} for i, row in enumerate(source)]
         )
     else:
         prepared = source.map(to_prompt, with_indices=True, remove_columns=[c for c in replaced if c in columns])

@@ -10,11 +10,13 @@ from __future__ import annotations
 import copy
 import shutil
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
 
 from ..errors import UserError
+from ..log import logger
 
 HOWS = ("adapter", "merged_16bit", "merged_4bit", "gguf")
 GGUF_QUANTIZATIONS = ("q8_0", "f16", "bf16", "q4_k_m", "q5_k_m", "q2_k", "q3_k_m", "q4_0", "q6_k")
@@ -74,14 +76,40 @@ def _merged_into_16bit_base(model, dtype: torch.dtype | None):
         return PeftModel.from_pretrained(base, adapter_dir).merge_and_unload()
 
 
+def _gguf_methods(quantization: str | Sequence[str]) -> list[str]:
+    methods = [quantization] if isinstance(quantization, str) else list(quantization) if isinstance(quantization, (list, tuple)) else None
+    if not methods or any(method not in GGUF_QUANTIZATIONS for method in methods):
+        raise ExportError(f"export: quantization={quantization!r}; for GGUF use one of {', '.join(GGUF_QUANTIZATIONS)}, "
+                          "or a list of them")
+    return methods
+
+
+def _hub_repo(push_to_hub: str | None) -> None:
+    if push_to_hub is not None and (not isinstance(push_to_hub, str) or push_to_hub.count("/") != 1 or "" in push_to_hub.split("/")):
+        raise ExportError(f"export: push_to_hub={push_to_hub!r}; give the Hub repository as 'user/name'")
+
+
+def _upload(out_dir: Path, repo_id: str, token: str | None, allow_patterns: list[str] | None = None) -> None:
+    """Upload what the export wrote to the Hub repository ``repo_id``, created first where it does not exist."""
+    from huggingface_hub import HfApi
+
+    api = HfApi()
+    api.create_repo(repo_id=repo_id, token=token, exist_ok=True)
+    api.upload_folder(repo_id=repo_id, folder_path=str(out_dir), token=token, allow_patterns=allow_patterns,
+                      commit_message="Upload model trained with grpo-lite")
+    logger.info(f"uploaded {out_dir} to https://huggingface.co/{repo_id}")
+
+
 def export(
     model,
     tokenizer,
     out_dir: str | Path,
     how: str = "adapter",
-    quantization: str = "q8_0",
+    quantization: str | Sequence[str] = "q8_0",
     dtype: torch.dtype | None = None,
     overwrite: bool = False,
+    push_to_hub: str | None = None,
+    token: str | None = None,
 ) -> Path:
     """Write ``model`` and ``tokenizer`` to ``out_dir`` and return it.
 
@@ -92,7 +120,13 @@ def export(
         4-bit model, the base weights are reloaded in 16-bit (``dtype``, else the GPU's half dtype) and the
         adapter merged into them: no quantization survives in the folder.
         ``"merged_4bit"``: the same, quantized to 4 bits (Unsloth only).
-        ``"gguf"``: a GGUF file for llama.cpp / Ollama at ``quantization`` (Unsloth only).
+        ``"gguf"``: a GGUF file for llama.cpp / Ollama at ``quantization`` (Unsloth only); a list
+        (``["q4_k_m", "q8_0"]``) writes one file per method from one conversion, as Unsloth's
+        ``save_pretrained_gguf`` does. Unsloth writes the GGUF files beside ``out_dir``, in ``<out_dir>_gguf``.
+
+    ``push_to_hub="user/repo"`` then uploads what was written to that Hub repository (created if missing), with
+    ``token`` (else the one ``huggingface-cli login`` saved): the folder for the adapter and merged models, the
+    GGUF files (and Ollama's Modelfile) for GGUF.
 
     A folder that already holds files (an earlier export, a run) is refused, naming what is there, so two exports
     never mix in one folder; ``overwrite=True`` empties it first.
@@ -103,7 +137,19 @@ def export(
     """
     if how not in HOWS:
         raise ExportError(f"export: how={how!r}; use one of {', '.join(HOWS)}")
-    out_dir = Path(out_dir)
+    methods = _gguf_methods(quantization) if how == "gguf" else None
+    _hub_repo(push_to_hub)
+    written = _write(model, tokenizer, Path(out_dir), how, methods, dtype, overwrite)
+    if push_to_hub is not None:
+        if how == "gguf":
+            _upload(written, push_to_hub, token, allow_patterns=["*.gguf", "Modelfile"])
+        else:
+            _upload(written, push_to_hub, token)
+    return Path(out_dir)
+
+
+def _write(model, tokenizer, out_dir: Path, how: str, methods: list[str] | None, dtype, overwrite: bool) -> Path:
+    """Write the export into ``out_dir``; returns the folder that holds what to upload (for GGUF, Unsloth's)."""
     if out_dir.exists() and not out_dir.is_dir():
         raise ExportError(f"export: {out_dir} is a file; give a folder")
     held = sorted(p.name for p in out_dir.iterdir()) if out_dir.is_dir() else []
@@ -115,11 +161,13 @@ def export(
         shutil.rmtree(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     if how == "gguf":
-        if quantization not in GGUF_QUANTIZATIONS:
-            raise ExportError(f"export: quantization={quantization!r}; for GGUF use one of {', '.join(GGUF_QUANTIZATIONS)}")
         _needs_unsloth(model, how, "save_pretrained_gguf")
-        model.save_pretrained_gguf(str(out_dir), tokenizer, quantization_method=quantization)
-        return out_dir
+        # unsloth/save.py: save_to_gguf takes "a list of options" and quantizes each from one 16-bit conversion;
+        # save_pretrained_gguf writes them to the sibling folder <out_dir>_gguf and returns where ("gguf_directory")
+        done = model.save_pretrained_gguf(str(out_dir), tokenizer, quantization_method=methods[0] if len(methods) == 1 else methods)
+        gguf_dir = Path(done["gguf_directory"]) if isinstance(done, dict) and done.get("gguf_directory") else out_dir
+        logger.info(f"GGUF ({', '.join(methods)}) written to {gguf_dir}")
+        return gguf_dir
     if how == "merged_4bit":
         _needs_unsloth(model, how, "save_pretrained_merged")
         model.save_pretrained_merged(str(out_dir), tokenizer, save_method="merged_4bit_forced")

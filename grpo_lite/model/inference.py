@@ -7,6 +7,7 @@ present because it is many times faster than transformers' ``generate``. Otherwi
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -47,27 +48,34 @@ class Completion:
     truncated: bool
 
 
-def _vllm_sample(model, texts, *, progress, max_completion_length, do_sample, num_return_sequences, temperature, top_p, top_k, min_p,
-                 repetition_penalty) -> list[Completion]:
-    from vllm import SamplingParams
-
-    params = SamplingParams(
+def vllm_sampling_options(*, max_completion_length, do_sample, num_return_sequences, temperature, top_p, top_k, min_p,
+                          repetition_penalty, seed) -> dict[str, Any]:
+    """:func:`sample`'s options under vLLM's ``SamplingParams`` names and conventions."""
+    return dict(
         max_tokens=max_completion_length,
-        temperature=temperature if do_sample else 0.0,
+        temperature=temperature if do_sample else 0.0,  # vLLM is greedy at temperature 0, and has no do_sample
         top_p=top_p,
         top_k=top_k if top_k else -1,  # vLLM's "no top-k" is -1, TRL's and transformers' is 0
         min_p=min_p or 0.0,
         repetition_penalty=repetition_penalty,
         n=num_return_sequences,
+        seed=seed,
     )
-    lora = model.load_lora("grpo_lite_generate", load_tensors=True) if hasattr(model, "load_lora") else None
+
+
+def _vllm_sample(model, texts, *, progress, adapter, **options) -> list[Completion]:
+    from vllm import SamplingParams
+
+    params = SamplingParams(**vllm_sampling_options(**options))
+    # the base model is vLLM's own weights: no lora_request, as Unsloth's notebooks generate "before" (lora_request=None)
+    lora = model.load_lora("grpo_lite_generate", load_tensors=True) if adapter and hasattr(model, "load_lora") else None
     outputs = model.fast_generate(texts, sampling_params=params, lora_request=lora, use_tqdm=progress is not None)
     return [Completion(choice.text, tuple(choice.token_ids), choice.finish_reason == "length")
             for output in outputs for choice in output.outputs]
 
 
 def _transformers_sample(model, tokenizer, texts, *, progress, max_completion_length, do_sample, num_return_sequences, temperature,
-                         top_p, top_k, min_p, repetition_penalty, batch_size) -> list[Completion]:
+                         top_p, top_k, min_p, repetition_penalty, seed, adapter, batch_size) -> list[Completion]:
     from tqdm.auto import tqdm
 
     padding_side = tokenizer.padding_side
@@ -82,31 +90,50 @@ def _transformers_sample(model, tokenizer, texts, *, progress, max_completion_le
     model.eval()
     completions: list[Completion] = []
     bar = tqdm(total=len(texts), desc=progress, unit="prompt", disable=progress is None)
+    # PEFT's disable_adapter() runs the base weights alone; Unsloth's LoRA kernels read the same flag
+    # (unsloth/kernels/utils.py, get_lora_parameters: "For DPO or disabled adapters")
+    without_adapter = model.disable_adapter() if not adapter else contextlib.nullcontext()
+    seeded = torch.random.fork_rng(devices=_seeded_devices(model)) if seed is not None else contextlib.nullcontext()
     try:
-        for start in range(0, len(texts), batch_size):
-            batch = tokenizer(texts[start : start + batch_size], return_tensors="pt", padding=True, add_special_tokens=False)
-            batch = batch.to(model.device)
-            with torch.no_grad():
-                output = model.generate(
-                    **batch,
-                    max_new_tokens=max_completion_length,  # transformers' name for it
-                    do_sample=do_sample,
-                    num_return_sequences=num_return_sequences,
-                    pad_token_id=pad_token_id,
-                    repetition_penalty=repetition_penalty,
-                    **sampling,
-                )
-            for row in output[:, batch["input_ids"].shape[1] :].tolist():
-                end = next((i for i, token in enumerate(row) if token in stops), None)
-                tokens = row if end is None else row[:end]
-                completions.append(Completion(tokenizer.decode(tokens, skip_special_tokens=True),
-                                              tuple(row if end is None else row[: end + 1]), end is None and len(row) >= max_completion_length))
-            bar.update(len(batch["input_ids"]))
+        with without_adapter, seeded:
+            if seed is not None:
+                torch.manual_seed(seed)
+            _generate_batches(model, tokenizer, texts, completions, bar, batch_size=batch_size, pad_token_id=pad_token_id,
+                              stops=stops, max_completion_length=max_completion_length, do_sample=do_sample,
+                              num_return_sequences=num_return_sequences, repetition_penalty=repetition_penalty, sampling=sampling)
     finally:
         bar.close()
         tokenizer.padding_side = padding_side
         model.train(was_training)
     return completions
+
+
+def _seeded_devices(model) -> list:
+    device = getattr(model, "device", None)
+    return [device.index or 0] if getattr(device, "type", "cpu") == "cuda" else []  # the CPU's generator is always forked
+
+
+def _generate_batches(model, tokenizer, texts, completions, bar, *, batch_size, pad_token_id, stops, max_completion_length,
+                      do_sample, num_return_sequences, repetition_penalty, sampling) -> None:
+    for start in range(0, len(texts), batch_size):
+        batch = tokenizer(texts[start : start + batch_size], return_tensors="pt", padding=True, add_special_tokens=False)
+        batch = batch.to(model.device)
+        with torch.no_grad():
+            output = model.generate(
+                **batch,
+                max_new_tokens=max_completion_length,  # transformers' name for it
+                do_sample=do_sample,
+                num_return_sequences=num_return_sequences,
+                pad_token_id=pad_token_id,
+                repetition_penalty=repetition_penalty,
+                **sampling,
+            )
+        for row in output[:, batch["input_ids"].shape[1] :].tolist():
+            end = next((i for i, token in enumerate(row) if token in stops), None)
+            tokens = row if end is None else row[:end]
+            completions.append(Completion(tokenizer.decode(tokens, skip_special_tokens=True),
+                                          tuple(row if end is None else row[: end + 1]), end is None and len(row) >= max_completion_length))
+        bar.update(len(batch["input_ids"]))
 
 
 def sample(
@@ -122,6 +149,8 @@ def sample(
     top_k: int = 0,
     min_p: float | None = None,
     repetition_penalty: float = 1.0,
+    seed: int | None = None,
+    adapter: bool = True,
     batch_size: int = 16,
     progress: str | None = None,
 ) -> list[Completion]:
@@ -134,11 +163,17 @@ def sample(
         prompts_or_messages = [prompts_or_messages]
     if num_return_sequences > 1 and not do_sample:
         raise ValueError("generate: num_return_sequences > 1 gives identical greedy copies; pass do_sample=True")
+    if adapter not in (True, False):
+        raise ValueError(f"generate: adapter={adapter!r}; use True (the LoRA adapter on) or False (the base model alone)")
+    vllm = has_vllm_engine(model)
+    if not adapter and not vllm and not hasattr(model, "disable_adapter"):
+        raise ValueError(f"generate: adapter=False, but this {type(model).__name__} has no LoRA adapter to turn off (a merged or "
+                         "fully trained model has no base model left in it)")
     texts = _prompt_texts(tokenizer, prompts_or_messages)
     options = dict(max_completion_length=max_completion_length, do_sample=do_sample, num_return_sequences=num_return_sequences,
                    temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p, repetition_penalty=repetition_penalty,
-                   progress=progress)
-    if has_vllm_engine(model):
+                   seed=seed, adapter=adapter, progress=progress)
+    if vllm:
         return _vllm_sample(model, texts, **options)
     return _transformers_sample(model, tokenizer, texts, batch_size=batch_size, **options)
 
@@ -152,6 +187,11 @@ def generate(
     do_sample: bool = False,
     temperature: float = 1.0,
     top_p: float = 1.0,
+    top_k: int = 0,
+    min_p: float | None = None,
+    repetition_penalty: float = 1.0,
+    seed: int | None = None,
+    adapter: bool = True,
     num_return_sequences: int = 1,
     batch_size: int = 16,
     progress: str | None = None,
@@ -164,9 +204,19 @@ def generate(
         # ['<reasoning>2 + 2 = 4</reasoning><answer>4</answer>']
 
     Greedy by default (``do_sample=False``), so the same model gives the same text: what evaluation wants.
+    With ``do_sample=True``, ``temperature``, ``top_p``, ``top_k`` (0: none), ``min_p`` and ``repetition_penalty``
+    shape the sampling (on a vLLM engine, as its ``SamplingParams``), and ``seed`` makes it repeatable without
+    touching the global random state. ``adapter=False`` generates with the LoRA adapter turned off, the base
+    model alone (PEFT's ``disable_adapter()``; on vLLM, no ``lora_request``): the same prompt before and after
+    training::
+
+        before = generate(model, tokenizer, prompts, adapter=False)
+        after = generate(model, tokenizer, prompts)
+
     ``progress``: a label to show a progress bar over the prompts under.
     """
     completions = sample(model, tokenizer, prompts_or_messages, max_completion_length=max_completion_length, do_sample=do_sample,
-                         temperature=temperature, top_p=top_p, num_return_sequences=num_return_sequences,
+                         temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p, repetition_penalty=repetition_penalty,
+                         seed=seed, adapter=adapter, num_return_sequences=num_return_sequences,
                          batch_size=batch_size, progress=progress)
     return [completion.text for completion in completions]

@@ -164,6 +164,15 @@ def load_model(
     gpu_memory_utilization: float | str = "auto",
     backend: str = "auto",
     seed: int = 3407,
+    lora_dropout: float = 0.0,
+    bias: str = "none",
+    use_rslora: bool = False,
+    init_lora_weights: bool | str = True,
+    modules_to_save: list[str] | None = None,
+    layers_to_transform: list[int] | int | None = None,
+    layers_pattern: str | None = None,
+    ensure_weight_tying: bool | None = None,
+    chat_template: str | None = None,
     **model_kwargs: Any,
 ):
     """Load ``model_name`` (hub id or local folder) with LoRA adapters ready for GRPO.
@@ -177,14 +186,28 @@ def load_model(
     Unsloth backend is chosen and a vLLM that TRL accepts is installed; ``gpu_memory_utilization="auto"``
     then gives vLLM what training leaves free, by the memory planner. Extra keyword arguments go to the
     backend's ``from_pretrained``.
+
+    The LoRA options of Unsloth's ``FastLanguageModel.get_peft_model`` that PEFT's ``LoraConfig`` also has
+    (``lora_dropout``, ``bias``, ``use_rslora``, ``init_lora_weights``, ``modules_to_save``, ``layers_to_transform``,
+    ``layers_pattern``, ``ensure_weight_tying``) mean the same through either backend, with both libraries'
+    defaults. ``chat_template`` replaces the tokenizer's chat template: a Jinja string, or, where Unsloth is
+    imported, the name of one of its templates (``unsloth.chat_templates.get_chat_template``).
     """
+    if isinstance(layers_to_transform, int) and not isinstance(layers_to_transform, bool):
+        layers_to_transform = [layers_to_transform]  # PEFT and Unsloth take one index as a one-item list
+    lora_options = dict(lora_dropout=lora_dropout, bias=bias, use_rslora=use_rslora, init_lora_weights=init_lora_weights,
+                        modules_to_save=list(modules_to_save) if isinstance(modules_to_save, tuple) else modules_to_save,
+                        layers_to_transform=list(layers_to_transform) if isinstance(layers_to_transform, tuple) else layers_to_transform,
+                        layers_pattern=layers_pattern, ensure_weight_tying=ensure_weight_tying)
     settings = LoadSettings(backend=backend, max_seq_length=max_seq_length, load_in_4bit=load_in_4bit,
                             fast_inference=fast_inference, lora_rank=lora_rank, lora_alpha=lora_alpha,
                             target_modules=target_modules if isinstance(target_modules, str) else list(target_modules),
-                            gpu_memory_utilization=gpu_memory_utilization, seed=seed, from_pretrained=dict(model_kwargs))
+                            gpu_memory_utilization=gpu_memory_utilization, seed=seed, **lora_options,
+                            chat_template=chat_template, from_pretrained=dict(model_kwargs))
     problems = model_problems(model_name) + settings.problems()
     if problems:
         raise ConfigError("\n".join(f"load_model: {problem}" for problem in problems))
+    _check_chat_template(chat_template)
     choice = choose_backend(backend, load_in_4bit=load_in_4bit, fast_inference=fast_inference)
     if choice.load_in_4bit and not lora_rank:
         raise BackendError(
@@ -204,18 +227,54 @@ def load_model(
     alpha = lora_alpha if lora_alpha is not None else 2 * (lora_rank or 0)
     if choice.name == "unsloth":
         model, tokenizer = _load_unsloth(
-            model_name, choice, max_seq_length, lora_rank, alpha, target_modules, gpu_memory_utilization, seed, model_kwargs
+            model_name, choice, max_seq_length, lora_rank, alpha, target_modules, gpu_memory_utilization, seed, model_kwargs,
+            lora_options
         )
     else:
-        model, tokenizer = _load_transformers(model_name, choice, lora_rank, alpha, target_modules, seed, model_kwargs)
+        model, tokenizer = _load_transformers(model_name, choice, lora_rank, alpha, target_modules, seed, model_kwargs, lora_options)
         model.max_seq_length = max_seq_length  # train() checks prompt + completion against it, as Unsloth's loader sets it
+    if chat_template is not None:
+        tokenizer = _with_chat_template(tokenizer, chat_template)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     _LOADED[model] = LoadedModel(model_name, settings, choice)
     return model, tokenizer
 
 
-def _load_unsloth(model_name, choice, max_seq_length, lora_rank, alpha, target_modules, gpu_memory_utilization, seed, kwargs):
+def _is_jinja(chat_template: str) -> bool:
+    return "{%" in chat_template or "{{" in chat_template
+
+
+def _check_chat_template(chat_template: str | None) -> None:
+    """Refuse, before the model loads, a template name where Unsloth's ``get_chat_template`` cannot resolve it."""
+    import sys
+
+    if chat_template is None or _is_jinja(chat_template):
+        return
+    if sys.modules.get("unsloth") is None:  # grpo_lite imports it first on a GPU machine; on a CPU, never
+        raise ConfigError(
+            f"load_model: chat_template={chat_template!r} is not a Jinja template (no {{% or {{{{ in it), and template names "
+            "are Unsloth's (unsloth.chat_templates.get_chat_template), which is not loaded here: pass the Jinja text itself"
+        )
+    from unsloth.chat_templates import CHAT_TEMPLATES
+
+    if chat_template not in CHAT_TEMPLATES:  # get_chat_template looks the name up in it (unsloth/chat_templates.py)
+        raise ConfigError(f"load_model: chat_template={chat_template!r} is not one of Unsloth's templates "
+                          f"({', '.join(sorted(CHAT_TEMPLATES))}), nor a Jinja template")
+
+
+def _with_chat_template(tokenizer, chat_template: str):
+    """``tokenizer`` with ``chat_template``: a Jinja string as it is, else the Unsloth template of that name."""
+    if _is_jinja(chat_template):
+        tokenizer.chat_template = chat_template
+        return tokenizer
+    from unsloth.chat_templates import get_chat_template
+
+    return get_chat_template(tokenizer, chat_template=chat_template)
+
+
+def _load_unsloth(model_name, choice, max_seq_length, lora_rank, alpha, target_modules, gpu_memory_utilization, seed, kwargs,
+                  lora_options=None):
     import unsloth  # noqa: F401  (must be imported before trl / transformers / peft are used)
     from unsloth import FastLanguageModel
 
@@ -236,11 +295,12 @@ def _load_unsloth(model_name, choice, max_seq_length, lora_rank, alpha, target_m
             target_modules=target_modules if isinstance(target_modules, str) else list(target_modules),
             use_gradient_checkpointing="unsloth",
             random_state=seed,
+            **(lora_options or {}),  # each a named parameter of get_peft_model (unsloth/models/llama.py), with its default there
         )
     return model, tokenizer
 
 
-def _load_transformers(model_name, choice, lora_rank, alpha, target_modules, seed, kwargs):
+def _load_transformers(model_name, choice, lora_rank, alpha, target_modules, seed, kwargs, lora_options=None):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -279,7 +339,8 @@ def _load_transformers(model_name, choice, lora_rank, alpha, target_modules, see
             f"none of the LoRA target modules {list(target_modules)} exist in {model_name}; "
             f"pass target_modules=... (e.g. 'all-linear')"
         )
-    lora = LoraConfig(r=lora_rank, lora_alpha=alpha, target_modules=targets, lora_dropout=0.0, task_type="CAUSAL_LM")
+    options = {key: value for key, value in (lora_options or {}).items() if not (key == "ensure_weight_tying" and value is None)}
+    lora = LoraConfig(r=lora_rank, lora_alpha=alpha, target_modules=targets, task_type="CAUSAL_LM", **options)
     with torch.random.fork_rng(devices=[]):  # the seed decides the adapters' initial weights, as Unsloth's random_state does
         torch.manual_seed(seed)
         return get_peft_model(model, lora), tokenizer

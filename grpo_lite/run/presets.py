@@ -10,6 +10,10 @@ Every field a run relies on is set here even where it is TRL's default: once Uns
 Unsloth's generated class (unsloth/models/rl.py), whose defaults differ (gradient_accumulation_steps 2,
 optim adamw_8bit, seed 3407, vllm_importance_sampling_correction False), so an unset field would train
 differently on a GPU machine than in the tests.
+
+``preset="trl"`` is TRL's GRPOConfig defaults and nothing of grpo-lite's. train() says first, in one table, each value a
+preset uses that differs from TRL's default (``BASE_REASONS`` gives the why), and run.yaml records where each value
+came from (``chosen.sources``).
 """
 
 from __future__ import annotations
@@ -37,6 +41,25 @@ BASE = {
     "seed": 42,
     "vllm_importance_sampling_correction": True,
 }
+
+# Why BASE differs from TRL's GRPOConfig default, one short reason per field: the table train() prints first reads it.
+BASE_REASONS = {
+    "learning_rate": "seed recipe",
+    "adam_beta2": "seed recipe",
+    "weight_decay": "seed recipe",
+    "warmup_steps": "seed recipe: warmup 0.1 of the steps",
+    "lr_scheduler_type": "seed recipe",
+    "max_grad_norm": "seed recipe",
+    "beta": "grpo-lite's base: KL on",
+    "logging_steps": "grpo-lite's base: a log line every step",
+    "logging_nan_inf_filter": "grpo-lite's base: a NaN loss is logged as NaN",
+    "save_steps": "grpo-lite's base",
+    "save_total_limit": "grpo-lite's base: two newest checkpoints",
+}
+
+# TRL's own defaults, nothing of grpo-lite's: `preset="trl"`. On a machine without a GPU the run adds use_cpu=True and
+# bf16=False (TRL's bf16=None turns into bf16=True, mixed precision a CPU run cannot train in), and says so.
+TRL_PRESET = "trl"
 
 TRAINING_PRESETS: dict[str, dict[str, Any]] = {
     # Tiny models on a laptop CPU: tests, notebooks in smoke mode, the demo.
@@ -74,7 +97,24 @@ TRAINING_PRESETS: dict[str, dict[str, Any]] = {
         "max_completion_length": 1024,
         "gradient_checkpointing": True,
     },
+    TRL_PRESET: {},  # TRL's defaults: preset_values() gives no BASE for it
 }
+
+
+def preset_values(name: str) -> dict[str, Any]:
+    """The GRPOConfig values a preset (a name in TRAINING_PRESETS, not ``auto``) sets: BASE and its own entry,
+    or nothing at all for ``trl``."""
+    if name == TRL_PRESET:
+        return {}
+    return {**BASE, **TRAINING_PRESETS.get(name, {})}
+
+
+def preset_reason(name: str, key: str) -> str:
+    """Why the preset ``name`` sets ``key``: its own entry names it, else BASE's reason."""
+    if key in TRAINING_PRESETS.get(name, {}):
+        return f"preset {name}"
+    return BASE_REASONS.get(key, "grpo-lite's base")
+
 
 def auto_preset() -> str:
     """The preset for the machine this runs on, judged by its GPU (or its lack of one)."""

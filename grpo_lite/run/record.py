@@ -11,7 +11,9 @@ read it back as the same run.
     preset: auto
     reward_timeout: 600
     overrides: {max_steps: 200}
-    chosen: {preset: l4-24gb, backend: unsloth, overrides: {use_vllm: true, ...}}
+    chosen: {preset: l4-24gb, backend: unsloth, overrides: {use_vllm: true, ...},
+             translated: {warmup_ratio: {warmup_steps: 0.1}},   # an old field of the user's -> its new form
+             sources: {beta: preset, max_steps: user, use_vllm: machine, ...}}   # each GRPOConfig value not TRL's default
     grpo_config: {...every GRPOConfig field...}
 """
 

@@ -31,17 +31,128 @@ import yaml
 from rewards.registry import did_you_mean
 
 from ..errors import UserError
-from .presets import BASE, TRAINING_PRESETS, preset_name
+from .presets import TRAINING_PRESETS, TRL_PRESET, preset_name, preset_values
 
 REWARD_TIMEOUT = 600.0  # seconds per reward call: far more than scoring a batch takes, short of losing a night
 LORA_TARGET_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 BACKEND_CHOICES = ("auto", "unsloth", "transformers", "cpu")
 RECORD_ONLY = ("chosen", "grpo_config")  # what run.yaml holds beyond the settings: never part of a recipe
-REMOVED_FIELDS = {
-    "max_prompt_length": "TRL removed it; drop long prompts with prepare_dataset(..., tokenizer=tok, max_prompt_tokens=N)",
-    "max_new_tokens": "GRPOConfig calls it max_completion_length",
-    "warmup_ratio": "transformers 5 takes a warmup ratio as warmup_steps=<float below 1>, e.g. warmup_steps=0.1",
+
+# Fields a user's script still passes (TRL 0.x, transformers 4.x) whose meaning survives in TRL 1.15 / transformers 5.17:
+# carried over, each with one line naming the new form. old name -> (new name or None when it is dropped, value map, why).
+TRANSLATED_FIELDS: dict[str, tuple[str | None, Any, str]] = {
+    "warmup_ratio": ("warmup_steps", None, "transformers 5 reads a warmup_steps float below 1 as a ratio of the steps"),
+    "evaluation_strategy": ("eval_strategy", None, "transformers renamed it"),
+    "no_cuda": ("use_cpu", None, "transformers renamed it"),
+    "per_gpu_train_batch_size": ("per_device_train_batch_size", None, "transformers renamed it"),
+    "per_gpu_eval_batch_size": ("per_device_eval_batch_size", None, "transformers renamed it"),
+    "push_to_hub_token": ("hub_token", None, "transformers renamed it"),
+    "include_inputs_for_metrics": ("include_for_metrics", lambda v: ["inputs"] if v else [], "transformers renamed it"),
+    "max_new_tokens": ("max_completion_length", None, "GRPOConfig calls the tokens generated per completion so"),
+    "max_prompt_length": ("max_prompt_tokens", None, "TRL removed it; long prompts are dropped before training instead"),
+    "overwrite_output_dir": (None, None, "dropped: transformers 5 removed it and always writes into output_dir"),
+    "use_mps_device": (None, None, "dropped: transformers 5 removed it and uses an Apple GPU (mps) by itself when there is one"),
 }
+# Removed fields whose meaning does not carry over for certain: refused, with the fix.
+REMOVED_FIELDS = {
+    "logging_dir": "transformers 5 removed it; TensorBoard writes under output_dir unless the TENSORBOARD_LOGGING_DIR "
+                   "environment variable names another folder",
+    "fp16_backend": "transformers removed it (and half_precision_backend); drop it: fp16=True uses torch's autocast",
+    "half_precision_backend": "transformers 5 removed it; drop it: fp16=True or bf16=True uses torch's autocast",
+    "vllm_device": "TRL removed it; vLLM runs in the training process (vllm_mode='colocate') or as a server "
+                   "(vllm_mode='server', started with `trl vllm-serve`)",
+    "use_liger_loss": "TRL removed it; drop it: TRL computes the GRPO loss through its own fused LM head, with no Liger loss",
+    "vllm_guided_decoding_regex": "TRL removed it; vllm_structured_outputs_regex takes the regex that constrains generation",
+    "wandb_log_unique_prompts": "TRL removed it; drop it (log_completions=True logs the completions)",
+}
+
+
+@dataclass
+class Ported:
+    """A run's GRPOConfig overrides as the installed TRL and transformers read them: what the user wrote, translated
+    (``TRANSLATED_FIELDS``) and with the batch raised to hold whole groups (:func:`port_overrides`)."""
+
+    overrides: dict[str, Any]  # GRPOConfig fields only
+    notes: list[str] = field(default_factory=list)  # one line per change, announced once by train()
+    translated: dict[str, Any] = field(default_factory=dict)  # the user's field -> {its new form: value}, or None: dropped
+    max_prompt_tokens: int | None = None  # from max_prompt_length: longer prompts are dropped before training
+    adjusted: dict[str, Any] = field(default_factory=dict)  # fields grpo-lite changed from what was asked (the batch rule)
+    asked: set[str] = field(default_factory=set)  # the GRPOConfig fields the user set, under their new names
+    problems: list[str] = field(default_factory=list)
+
+
+def _translation_problem(old: str, value: Any, overrides: dict[str, Any]) -> str | None:
+    new = TRANSLATED_FIELDS[old][0]
+    if new in overrides:
+        return f"{old}={value!r} and {new}={overrides[new]!r} both given: {old} is the old name of {new}; keep {new}"
+    if old == "warmup_ratio" and not (_number(value) and 0 <= value < 1):
+        return f"warmup_ratio={value!r}: give a ratio of the steps from 0 to below 1 (it becomes warmup_steps={value!r})"
+    if old == "max_prompt_length" and value is not None and (not _whole(value) or value < 1):
+        return f"max_prompt_length={value!r}: give the longest prompt in tokens (e.g. 256), or null for no limit"
+    return None
+
+
+def port_overrides(preset: str, overrides: dict[str, Any]) -> Ported:
+    """``overrides`` as TRL 1.15 reads what the user meant: renamed fields under their new names, removed ones dropped
+    or carried out of the config (``max_prompt_length``), and the per-device batch raised where it cannot hold whole
+    groups of ``num_generations``. Nothing is refused here except what cannot be translated; :func:`_config_problems`
+    checks the rest."""
+    ported = Ported(overrides={})
+    for key, value in overrides.items():
+        if key not in TRANSLATED_FIELDS:
+            ported.overrides[key] = value
+            continue
+        new, convert, why = TRANSLATED_FIELDS[key]
+        if (problem := _translation_problem(key, value, overrides)) is not None:
+            ported.problems.append(problem)
+            continue
+        if new is None or value is None:  # a dropped field, or max_prompt_length=None: no limit, as before
+            ported.translated[key] = None
+            ported.notes.append(f"{key}={value!r}: {why}" if new is None else f"{key}=None: dropped (no limit, as before)")
+            continue
+        mapped = convert(value) if convert else value
+        ported.translated[key] = {new: mapped}
+        if new == "max_prompt_tokens":
+            ported.max_prompt_tokens = mapped
+            ported.notes.append(f"max_prompt_length={value!r} -> prompts over {mapped!r} tokens are dropped before training "
+                                f"(prepare_dataset(..., tokenizer=tok, max_prompt_tokens={mapped!r}); dataset: "
+                                f"{{max_prompt_tokens: {mapped!r}}} in a run YAML): TRL removed max_prompt_length")
+        else:
+            ported.overrides[new] = mapped
+            ported.notes.append(f"{key}={value!r} -> {new}={mapped!r} ({new}: {mapped!r} in a run YAML): {why}")
+    ported.asked = set(ported.overrides)
+    _batch_rule(preset, ported)
+    return ported
+
+
+def _batch_rule(preset: str, ported: Ported) -> None:
+    """Unsloth's rule, on every backend: where the generation batch cannot hold whole groups, the per-device batch
+    becomes num_generations. Unsloth's generated GRPOConfig runs, before TRL's checks (unsloth 2026.10.9,
+    unsloth/models/rl.py, lines 3588-3604, ``check_num_generations``):
+
+        if steps_per_generation is None and generation_batch_size is None:
+            ga = gradient_accumulation_steps
+            world_size = int(os.environ.get('WORLD_SIZE', '1'))
+            if (ga * world_size * per_device_train_batch_size) % num_generations != 0:
+                print('Unsloth: We now expect `per_device_train_batch_size` * `gradient_accumulation_steps` * ...')
+                per_device_train_batch_size = num_generations
+
+    so Unsloth notebooks pass per_device_train_batch_size=1 with num_generations=6 or 8. A batch given with
+    steps_per_generation or generation_batch_size is left as it is, and refused when it does not divide."""
+    o = {**_options(preset, {}), **ported.overrides}
+    g, per_device, accumulation = o.get("num_generations", 8), o.get("per_device_train_batch_size", 8), o.get("gradient_accumulation_steps", 1)
+    if o.get("steps_per_generation") is not None or o.get("generation_batch_size") is not None:
+        return
+    if not (_whole(g) and _whole(per_device) and _whole(accumulation) and g >= 2 and per_device >= 1 and accumulation >= 1):
+        return  # the validator names what is wrong
+    processes = int(os.environ.get("WORLD_SIZE", "1"))
+    if (accumulation * processes * per_device) % g:
+        ported.overrides["per_device_train_batch_size"] = g
+        ported.adjusted["per_device_train_batch_size"] = g
+        ported.notes.append(
+            f"per_device_train_batch_size={per_device} -> {g}: the generation batch (per_device_train_batch_size x "
+            f"gradient_accumulation_steps={accumulation} x {processes} process{'es' if processes > 1 else ''}) must hold "
+            f"whole groups of num_generations={g}, so the batch is set to num_generations, as Unsloth's GRPOConfig does")
 
 
 class ConfigError(UserError, ValueError):
@@ -81,6 +192,19 @@ class LoadSettings:
     gpu_memory_utilization: float | str = _help("vLLM's share of the GPU with fast_inference; auto: what training leaves "
                                                 "free, by the memory planner", "auto")
     seed: int = _help("seed of the LoRA adapters' initial weights", 3407)
+    # LoRA options that Unsloth's get_peft_model and PEFT's LoraConfig both take, with the default both give them
+    lora_dropout: float = _help("dropout on the LoRA path (Unsloth's kernels are fastest at 0)", 0.0)
+    bias: str = _help("none | all | lora_only: which biases train", "none")
+    use_rslora: bool = _help("rank-stabilized LoRA: scale by lora_alpha / sqrt(rank) instead of lora_alpha / rank", False)
+    init_lora_weights: bool | str = _help("LoRA's initial weights: true (B = 0), false, or a PEFT method (gaussian, pissa, "
+                                          "olora, ...)", True)
+    modules_to_save: list[str] | None = _help("modules trained whole beside LoRA (e.g. [lm_head, embed_tokens])", None)
+    layers_to_transform: list[int] | int | None = _help("layer indices LoRA adapts; null: every layer", None)
+    layers_pattern: str | None = _help("name of the layer list, with layers_to_transform (e.g. layers)", None)
+    ensure_weight_tying: bool | None = _help("keep tied embedding and output weights tied in modules_to_save; null: Unsloth "
+                                             "decides (PEFT: false)", None)
+    chat_template: str | None = _help("the tokenizer's chat template: a Jinja string, or (with Unsloth) the name of one of "
+                                      "its templates (chatml, qwen-2.5, llama-3.1, ...); null: the model's own", None)
     from_pretrained: dict[str, Any] = _help("more keyword arguments for the backend's from_pretrained", {})
 
     @classmethod
@@ -118,6 +242,26 @@ class LoadSettings:
             found.append(f"gpu_memory_utilization={share!r}: give vLLM's share of the GPU between 0 and 1 (e.g. 0.5), or auto")
         if not _whole(self.seed):
             found.append(f"seed={self.seed!r}: give a whole number")
+        if not _number(self.lora_dropout) or not 0 <= self.lora_dropout < 1:
+            found.append(f"lora_dropout={self.lora_dropout!r}: give a dropout between 0 and 1 (e.g. 0.05), or 0 for none")
+        if self.bias not in ("none", "all", "lora_only"):
+            found.append(f"bias={self.bias!r}: use none, all or lora_only")
+        if not isinstance(self.use_rslora, bool):
+            found.append(f"use_rslora={self.use_rslora!r}: use true or false")
+        if not isinstance(self.init_lora_weights, (bool, str)):
+            found.append(f"init_lora_weights={self.init_lora_weights!r}: use true, false or a PEFT method name (e.g. gaussian)")
+        saved = self.modules_to_save
+        if saved is not None and not (isinstance(saved, list) and all(isinstance(m, str) for m in saved)):
+            found.append(f"modules_to_save={saved!r}: give module names (e.g. [lm_head]), or null")
+        layers = [self.layers_to_transform] if _whole(self.layers_to_transform) else self.layers_to_transform
+        if layers is not None and not (isinstance(layers, list) and layers and all(_whole(n) and n >= 0 for n in layers)):
+            found.append(f"layers_to_transform={layers!r}: give layer indices (e.g. [0, 1, 2]), or null for every layer")
+        if self.layers_pattern is not None and not isinstance(self.layers_pattern, str):
+            found.append(f"layers_pattern={self.layers_pattern!r}: give the name of the model's layer list (e.g. layers), or null")
+        if not (self.ensure_weight_tying is None or isinstance(self.ensure_weight_tying, bool)):
+            found.append(f"ensure_weight_tying={self.ensure_weight_tying!r}: use true, false or null")
+        if self.chat_template is not None and (not isinstance(self.chat_template, str) or not self.chat_template.strip()):
+            found.append(f"chat_template={self.chat_template!r:.60}: give a Jinja template, a template name, or null")
         if not isinstance(self.from_pretrained, dict):
             found.append(f"from_pretrained={self.from_pretrained!r}: give a mapping of keyword -> value")
         return found
@@ -189,6 +333,12 @@ class RunSettings:
         problems = _timeout_problems(self.reward_timeout) + _config_problems(self.preset, self.overrides)
         if self.load is not None:
             problems += [f"load.{problem}" for problem in self.load.problems()]
+            beta = self.overrides.get("beta", preset_values(preset_name(self.preset)).get("beta", 0.0))
+            if self.load.bias != "none" and _number(beta) and beta > 0:
+                # TRL copies the LoRA config into a frozen "ref" adapter for the KL term, and PEFT trains biases in one
+                # adapter only (peft/tuners/tuners_utils.py, BaseTuner._check_new_adapter_config)
+                problems.append(f"load.bias={self.load.bias!r} with beta={beta}: PEFT lets one adapter train biases, and the "
+                                "KL term needs a second (TRL's reference adapter); use bias: none, or beta=0 (no KL)")
         if not model_loaded:
             problems += model_problems(self.model)
         if self.output_dir is not None:
@@ -452,11 +602,13 @@ def _option_problems(o: dict[str, Any]) -> list[str]:
         problems.append("use_cpu=True with bf16/fp16: mixed precision needs a GPU; set bf16=False, fp16=False")
     per_device = o.get("per_device_train_batch_size", 8)
     accumulation = o.get("gradient_accumulation_steps", 1)
-    generation_batch = o.get("generation_batch_size") or per_device * (o.get("steps_per_generation") or accumulation)
+    processes = int(os.environ.get("WORLD_SIZE", "1"))  # TRL counts every process's batch
+    generation_batch = o.get("generation_batch_size") or per_device * processes * (o.get("steps_per_generation") or accumulation)
     if g and generation_batch % g:
         problems.append(
             f"the generation batch ({generation_batch} completions: per_device_train_batch_size={per_device}, "
-            f"gradient_accumulation_steps={accumulation}) must be divisible by num_generations={g}: e.g. set "
+            f"gradient_accumulation_steps={accumulation}{f', {processes} processes' if processes > 1 else ''}) "
+            f"must be divisible by num_generations={g}: e.g. set "
             f"per_device_train_batch_size={g} or num_generations to a divisor of {generation_batch}"
         )
     optim = str(o.get("optim", ""))
@@ -465,29 +617,121 @@ def _option_problems(o: dict[str, Any]) -> list[str]:
     import torch
 
     if not o.get("use_cpu") and not torch.cuda.is_available() and (o.get("bf16") or o.get("fp16")):
-        problems.append("this preset uses bf16/fp16, which needs a GPU, and none is available: use preset='cpu-smoke' "
-                        "(or 'auto')")
+        cpu_presets = [name for name, values in TRAINING_PRESETS.items() if values.get("use_cpu")] + [TRL_PRESET]
+        problems.append(f"this preset uses bf16/fp16, which needs a GPU, and none is available: use preset='{cpu_presets[0]}' "
+                        f"(or 'auto', or '{TRL_PRESET}' for TRL's defaults)")
     return problems
 
 
+def trl_defaults() -> dict[str, Any]:
+    """TRL's own GRPOConfig defaults, read from TRL's class even where Unsloth's generated subclass replaced
+    ``trl.GRPOConfig`` (its defaults differ: docs/architecture.md)."""
+    from trl import GRPOConfig
+
+    cls = next(c for c in GRPOConfig.__mro__ if c.__module__.startswith("trl."))
+    defaults = {}
+    for f in dataclasses.fields(cls):
+        if f.init:
+            defaults[f.name] = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+    return defaults
+
+
+def machine_values(preset: str) -> dict[str, Any]:
+    """What ``preset="trl"`` needs on this machine to mean TRL's defaults and train: TRL's values pinned where the
+    installed GRPOConfig is Unsloth's (its defaults differ), and on a machine without a GPU use_cpu=True, bf16=False
+    (TRL turns bf16=None into bf16=True, which the Trainer cannot train with on a CPU). Other presets set these
+    themselves."""
+    if preset_name(preset) != TRL_PRESET:
+        return {}
+    import inspect
+
+    from trl import GRPOConfig
+
+    # Unsloth's generated class states its defaults in its __init__'s signature (unsloth/models/rl.py)
+    active = {name: p.default for name, p in inspect.signature(GRPOConfig.__init__).parameters.items()
+              if p.default is not inspect.Parameter.empty}
+    # loss_type=None is Unsloth's sentinel for TRL's 'dapo', while an explicit 'dapo' brings DAPO's epsilon_high=0.28
+    # (rl.py, "Resolve the None loss_type / beta sentinels"): left unpinned, as config_from_dict leaves it out
+    values = {key: value for key, value in trl_defaults().items() if key in active and active[key] != value and key != "loss_type"}
+    return {**values, **cpu_values(preset)}
+
+
+def cpu_values(preset: str) -> dict[str, Any]:
+    """use_cpu=True, bf16=False for ``preset="trl"`` on a machine without a GPU (see :func:`machine_values`)."""
+    import torch
+
+    return {"use_cpu": True, "bf16": False} if preset_name(preset) == TRL_PRESET and not torch.cuda.is_available() else {}
+
+
 def _options(preset: str, overrides: dict[str, Any]) -> dict[str, Any]:
-    return {**BASE, **TRAINING_PRESETS.get(preset_name(preset), {}), **overrides}
+    name = preset_name(preset)
+    return {**preset_values(name), **machine_values(name), **overrides}
 
 
 def _config_problems(preset: str, overrides: dict[str, Any]) -> list[str]:
     problems = [] if preset_name(preset) in TRAINING_PRESETS else [
         f"unknown preset {preset!r}{did_you_mean(preset, TRAINING_PRESETS)}; choose one of {_presets()}"]
-    problems += _field_problems(overrides)
-    return problems or _option_problems(_options(preset, overrides))
+    ported = port_overrides(preset, overrides)
+    problems += ported.problems + _field_problems(ported.overrides)
+    return problems or _option_problems(_options(preset, ported.overrides))
 
 
 def resolve_options(preset: str = "auto", **overrides: Any) -> dict[str, Any]:
-    """The GRPOConfig keyword arguments for ``preset`` (its values, then ``overrides``), checked as
-    :meth:`RunSettings.validate` checks them: raises :class:`ConfigError` naming each option to change."""
+    """The GRPOConfig keyword arguments for ``preset`` (its values, then ``overrides`` as :func:`port_overrides`
+    translates them), checked as :meth:`RunSettings.validate` checks them: raises :class:`ConfigError` naming each
+    option to change. ``max_prompt_length`` is no GRPOConfig field: train() drops the long prompts itself."""
     problems = _config_problems(preset, overrides)
     if problems:
         raise ConfigError("\n".join(problems))
-    return _options(preset, overrides)
+    return _options(preset, port_overrides(preset, overrides).overrides)
+
+
+def option_sources(preset: str, ported: Ported, chosen: dict[str, Any] | None = None) -> dict[str, str]:
+    """Where each GRPOConfig value a run trains with came from: ``user`` (asked for, translated ones included),
+    ``batch rule`` (:func:`_batch_rule`), ``machine`` (what this machine needs: vLLM's engine, a trl run on a CPU),
+    ``preset`` (its values and grpo-lite's BASE), else ``trl`` (TRL's default)."""
+    name = preset_name(preset)
+    sources = dict.fromkeys(trl_defaults(), "trl")
+    sources.update(dict.fromkeys(preset_values(name), "preset"))
+    sources.update(dict.fromkeys(machine_values(name), "preset"))  # TRL's values, pinned against Unsloth's class
+    sources.update(dict.fromkeys([*cpu_values(name), *(chosen or {})], "machine"))
+    sources.update(dict.fromkeys(ported.overrides, "user"))
+    sources.update(dict.fromkeys(ported.adjusted, "batch rule"))
+    return sources
+
+
+def preset_changes(preset: str, ported: Ported, options: dict[str, Any], sources: dict[str, str]) -> list[tuple[str, Any, Any, str]]:
+    """(field, TRL's default, the value used, why) for each field the user did not set whose value differs from TRL's
+    GRPOConfig default: what train() says first."""
+    from .presets import preset_reason
+
+    name, defaults = preset_name(preset), trl_defaults()
+    rows = []
+    for key, value in options.items():
+        source = sources.get(key)
+        if key in ported.asked or source is None or key not in defaults or value == defaults[key]:
+            continue
+        why = {"machine": "this machine", "batch rule": "whole groups of num_generations"}.get(source) or preset_reason(name, key)
+        if key in cpu_values(name):
+            why = "no GPU here: TRL's bf16=None means bf16, which needs one"
+        elif source == "machine":
+            why = "this machine's model carries a vLLM engine"
+        rows.append((key, defaults[key], value, why))
+    return rows
+
+
+def changes_table(rows: list[tuple[str, Any, Any, str]], preset: str) -> str:
+    """The rows of :func:`preset_changes` as one short table, or one line when the run trains with TRL's defaults."""
+    name = preset_name(preset)
+    if not rows:
+        return f"preset {name}: every GRPOConfig value you did not set is TRL's default"
+    width = [max(len(str(row[i])) for row in [("field", "TRL default", "used", "why"), *rows]) for i in range(3)]
+    head = (f"preset {name}: TRL's GRPOConfig defaults, except:" if name == TRL_PRESET else
+            f"preset {name} changes {len(rows)} of TRL's GRPOConfig defaults you did not set (preset='{TRL_PRESET}' keeps them):")
+    lines = [head,
+             f"  {'field':<{width[0]}}  {'TRL default':<{width[1]}}  {'used':<{width[2]}}  why"]
+    lines += [f"  {key:<{width[0]}}  {default!s:<{width[1]}}  {value!s:<{width[2]}}  {why}" for key, default, value, why in rows]
+    return "\n".join(lines)
 
 
 def field_help() -> str:

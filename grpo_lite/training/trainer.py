@@ -36,7 +36,7 @@ from transformers import TrainerCallback
 
 from rewards import resolve_rewards
 
-from ..data.prepare import DatasetError
+from ..data.prepare import DatasetError, prompt_lengths
 from ..guards.faults import faults_reported
 from ..guards.nan import NaNStop
 from ..guards.reward_calls import GuardedReward, RewardFailureStop, guard, unlimited
@@ -52,7 +52,7 @@ from ..run.files import RUN_FILE
 from ..run.presets import preset_name
 from ..run.record import RunRecord, reward_reference
 from ..run.resume import resume_checkpoint
-from ..run.settings import REWARD_TIMEOUT, ConfigError, Heldout, RunSettings
+from ..run.settings import REWARD_TIMEOUT, ConfigError, Heldout, RunSettings, changes_table, option_sources, port_overrides, preset_changes, resolve_options
 from ..run.stopping import InterruptStops, StopSwitch
 
 
@@ -86,6 +86,19 @@ def _check_dataset(dataset) -> None:
         )
     if len(dataset) == 0:
         raise DatasetError("the dataset has no rows, so there is nothing to train on (were they all filtered out?)")
+
+
+def _drop_long_prompts(dataset, tokenizer, max_prompt_tokens: int):
+    """The rows whose prompt is at most ``max_prompt_tokens`` tokens (``max_prompt_length``, carried over), measured as
+    ``prepare_dataset(..., max_prompt_tokens=N)`` measures them; none left is refused by :func:`_check_dataset`."""
+    if not hasattr(dataset, "column_names") or "prompt" not in dataset.column_names or len(dataset) == 0:
+        return dataset  # _check_dataset names what is wrong
+    lengths = prompt_lengths(dataset, tokenizer)
+    keep = [i for i, n in enumerate(lengths) if n <= max_prompt_tokens]
+    if len(keep) < len(lengths):
+        logger.info(f"dropped {len(lengths) - len(keep)} of {len(lengths)} rows whose prompt is over {max_prompt_tokens} tokens "
+                    f"(max_prompt_length; the longest is {max(lengths)})")
+    return dataset.select(keep)
 
 
 def _check_sequence_length(model, tokenizer, dataset, config) -> None:
@@ -193,9 +206,20 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
     output_dir = Path(settings.output_dir or "outputs/grpo-lite")
     funcs, set_weights = resolve_rewards(settings.rewards)
     weights = settings.reward_weights if settings.reward_weights is not None else set_weights
-    chosen_overrides = {key: value for key, value in vllm_options(model).items() if key not in settings.overrides}
-    config = make_config(settings.preset, output_dir=output_dir, **chosen_overrides, **settings.overrides,
-                         **({"reward_weights": list(weights)} if weights is not None else {}))
+    ported = port_overrides(settings.preset, settings.overrides)  # what a script written for older TRL meant
+    if weights is not None:  # the user's, or their RewardSet's
+        ported.overrides["reward_weights"] = list(weights)
+        ported.asked.add("reward_weights")
+    chosen_overrides = {key: value for key, value in vllm_options(model).items() if key not in ported.overrides}
+    config = make_config(settings.preset, output_dir=output_dir, **chosen_overrides, **ported.overrides)
+    sources = option_sources(settings.preset, ported, chosen_overrides)
+    if is_main_process():  # the run's first words: what grpo-lite chose beyond TRL, then what it translated
+        options = resolve_options(settings.preset, **chosen_overrides, **ported.overrides)  # as passed to GRPOConfig
+        logger.info(changes_table(preset_changes(settings.preset, ported, options, sources), settings.preset))
+        for note in ported.notes:
+            logger.info(note)
+    if ported.max_prompt_tokens is not None:
+        dataset = _drop_long_prompts(dataset, tokenizer, ported.max_prompt_tokens)
     _check_dataset(dataset)
     _check_sequence_length(model, tokenizer, dataset, config)
     heldout = settings.heldout if settings.heldout is not None and settings.heldout.data is not None else None
@@ -211,6 +235,9 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
     if (unlimited_rewards := unlimited(guarded)) is not None:
         logger.warning(unlimited_rewards)
     record = _record(model, settings, funcs, config, set_weights, chosen_overrides)
+    if ported.translated:
+        record.chosen["translated"] = ported.translated  # the user's field -> its new form (None: dropped)
+    record.chosen["sources"] = {key: source for key, source in sorted(sources.items()) if source != "trl"}
     checkpoint = resume_checkpoint(output_dir, config, record) if resume else None
     if is_main_process():
         record.write(output_dir / RUN_FILE)

@@ -1,0 +1,216 @@
+"""A GRPO script as its user wrote it (the seed template, an Unsloth notebook, TRL's quick start) means on grpo-lite
+what it meant where it was written: renamed and removed fields are carried over and said once, Unsloth's batch rule
+applies on every backend, and what a preset changes from TRL's defaults is said and recorded (issue 34)."""
+
+import dataclasses
+import re
+
+import pytest
+import yaml
+
+from grpo_lite import prepare_dataset, train
+from grpo_lite.data.prepare import DatasetError
+from grpo_lite.run.presets import TRAINING_PRESETS, preset_values
+from grpo_lite.run.settings import ConfigError, RunSettings, port_overrides, resolve_options, trl_defaults
+
+# templates/basic_grpo_training.py's GRPOConfig(...) arguments, literally, but for the machine and the test's size:
+# bf16=True and report_to="wandb" (a GPU and an account), num_generations=16 and max_completion_length=786.
+SEED_TEMPLATE = dict(learning_rate=5e-6, adam_beta1=0.9, adam_beta2=0.99, weight_decay=0.1, warmup_ratio=0.1,
+                     lr_scheduler_type="cosine", logging_steps=1, per_device_train_batch_size=1, gradient_accumulation_steps=4,
+                     num_generations=4, max_prompt_length=256, max_completion_length=8, num_train_epochs=1, save_steps=100,
+                     max_grad_norm=0.1, log_on_each_node=False, overwrite_output_dir=True)
+TRANSLATED = {"warmup_ratio": ("warmup_steps", 0.1), "max_prompt_length": None, "overwrite_output_dir": None}
+
+
+def length_reward(completions, **kwargs):
+    return [len(c[0]["content"]) % 3 / 2 for c in completions]
+
+
+def _dataset(tokenizer, long_rows=1):
+    rows = [{"question": f"What is {i} + {i}?", "answer": str(2 * i)} for i in range(4)]
+    rows += [{"question": "Add these numbers: " + " + ".join(["1"] * 400), "answer": "400"}] * long_rows
+    return prepare_dataset(rows, tokenizer=tokenizer)
+
+
+def _table(err: str) -> dict[str, list[str]]:
+    """The preset-changes table train() prints first: field -> [TRL default, used, why]."""
+    lines = err.split("grpo-lite: preset ", 1)[1].splitlines()[1:]
+    assert lines[0].split() == ["field", "TRL", "default", "used", "why"]
+    rows = {}
+    for line in lines[1:]:
+        if not line.startswith("  "):
+            break
+        key, default, used, why = re.split(r"\s{2,}", line.strip(), maxsplit=3)
+        rows[key] = [default, used, why]
+    return rows
+
+
+def _differs_from_trl(config, output_dir):
+    """Fields where the config trained with differs from TRL's GRPOConfig built with nothing but output_dir and what a
+    CPU needs (so derived fields such as logging_dir compare equal), leaving out the generation batch, which TRL derives
+    from the per-device batch and gradient_accumulation_steps."""
+    from trl import GRPOConfig
+
+    plain = GRPOConfig(output_dir=str(output_dir), use_cpu=True, bf16=False)
+    return {f.name for f in dataclasses.fields(GRPOConfig) if f.init and getattr(config, f.name) != getattr(plain, f.name)} - {
+        "generation_batch_size", "steps_per_generation"}
+
+
+@pytest.mark.parametrize("preset", ["cpu-smoke", "trl"])
+def test_the_seed_template_trains_on_the_first_try(tiny_model, tmp_path, capsys, preset):
+    model, tokenizer = tiny_model
+    capsys.readouterr()
+    result = train(model, tokenizer, _dataset(tokenizer), [length_reward], preset=preset, output_dir=tmp_path,
+                   dashboard=False, max_steps=2, **SEED_TEMPLATE)
+    err = capsys.readouterr().err
+    assert [m["step"] for m in result.metrics if "loss" in m][-1] == 2
+    assert len(result.trainer.train_dataset) == 4  # the 400-number prompt is over max_prompt_length=256
+
+    said = [line for line in err.splitlines() if line.startswith("grpo-lite: ")]
+    for old in TRANSLATED:  # each said once, naming its new form
+        assert len([line for line in said if line.startswith(f"grpo-lite: {old}=")]) == 1, old
+    assert "grpo-lite: warmup_ratio=0.1 -> warmup_steps=0.1 (warmup_steps: 0.1 in a run YAML)" in err
+    assert "max_prompt_length=256 -> prompts over 256 tokens are dropped before training (prepare_dataset(" in err
+    assert "overwrite_output_dir=True: dropped: transformers 5 removed it" in err
+    assert "per_device_train_batch_size=1 ->" not in err  # 1 x 4 accumulation steps holds a group of 4
+    assert "did you mean" not in err
+
+    record = yaml.safe_load((tmp_path / "run.yaml").read_text())
+    assert record["overrides"] == {"max_steps": 2, **SEED_TEMPLATE}  # as the user wrote them
+    assert record["chosen"]["translated"] == {"warmup_ratio": {"warmup_steps": 0.1}, "max_prompt_length": {"max_prompt_tokens": 256},
+                                              "overwrite_output_dir": None}
+    config = record["grpo_config"]
+    for key, value in {"max_steps": 2, **SEED_TEMPLATE}.items():
+        if key in TRANSLATED:
+            assert TRANSLATED[key] is None or config[TRANSLATED[key][0]] == TRANSLATED[key][1], key
+            assert key not in config
+        else:
+            assert config[key] == value, key
+    sources = record["chosen"]["sources"]
+    assert {key for key, source in sources.items() if source == "user"} == {*SEED_TEMPLATE, "max_steps", "warmup_steps"} - set(TRANSLATED)
+
+    table = _table(err)  # exactly the fields the user did not set whose value differs from TRL's default
+    user = {key for key, source in sources.items() if source == "user"}
+    assert set(table) == _differs_from_trl(result.trainer.args, tmp_path) - user | {"use_cpu", "bf16"}
+    assert set(table) <= {key for key, source in sources.items() if source in ("preset", "machine")}
+    if preset == "trl":  # TRL's defaults but for what a CPU needs
+        assert set(table) == {"use_cpu", "bf16"} and table["bf16"][:2] == ["None", "False"]
+        assert "no GPU here" in table["bf16"][2]
+    else:
+        assert table["beta"] == ["0.0", "0.04", "grpo-lite's base: KL on"]
+        assert table["save_total_limit"][:2] == ["None", "2"] and table["use_cpu"][2] == "preset cpu-smoke"
+
+
+def test_the_changes_table_lists_exactly_what_differs_from_trl(tiny_model, tmp_path, capsys):
+    """No user overrides but the run's length: every other field differing from TRL's GRPOConfig is in the table."""
+    model, tokenizer = tiny_model
+    capsys.readouterr()
+    result = train(model, tokenizer, _dataset(tokenizer, long_rows=0), [length_reward], preset="cpu-smoke",
+                   output_dir=tmp_path, dashboard=False, max_steps=1)
+    table = _table(capsys.readouterr().err)
+    expected = _differs_from_trl(result.trainer.args, tmp_path) - {"max_steps"} | {"use_cpu", "bf16"}
+    assert set(table) == expected
+    defaults = trl_defaults()
+    assert all(table[key][0] == str(defaults[key]) for key in table)
+    assert yaml.safe_load((tmp_path / "run.yaml").read_text())["chosen"]["sources"] == {
+        **dict.fromkeys(preset_values("cpu-smoke"), "preset"), "max_steps": "user"}
+
+
+def test_an_unsloth_notebook_batch_is_raised_to_num_generations(tiny_model, tmp_path, capsys):
+    model, tokenizer = tiny_model
+    capsys.readouterr()
+    train(model, tokenizer, _dataset(tokenizer, long_rows=0), [length_reward], preset="cpu-smoke", output_dir=tmp_path,
+          dashboard=False, max_steps=1, per_device_train_batch_size=1, num_generations=4)
+    err = capsys.readouterr().err
+    assert err.count("grpo-lite: per_device_train_batch_size=1 -> 4: the generation batch") == 1
+    assert "as Unsloth's GRPOConfig does" in err
+    record = yaml.safe_load((tmp_path / "run.yaml").read_text())
+    assert record["overrides"]["per_device_train_batch_size"] == 1  # as asked
+    assert record["grpo_config"]["per_device_train_batch_size"] == 4 and record["grpo_config"]["generation_batch_size"] == 4
+    assert record["chosen"]["sources"]["per_device_train_batch_size"] == "batch rule"
+    assert "per_device_train_batch_size" not in _table(err)  # the user set it: said on its own line
+
+
+@pytest.mark.parametrize("overrides, batch", [
+    ({"per_device_train_batch_size": 1, "num_generations": 8}, 8),
+    ({"per_device_train_batch_size": 6, "num_generations": 4}, 4),  # Unsloth's rule sets num_generations, down too
+    ({"per_device_train_batch_size": 1, "gradient_accumulation_steps": 4, "num_generations": 4}, 1),
+    ({"num_generations": 3}, 3),  # cpu-smoke's batch of 4
+])
+def test_the_batch_rule_is_unsloths(overrides, batch):
+    assert resolve_options("cpu-smoke", **overrides)["per_device_train_batch_size"] == batch
+
+
+def test_the_batch_rule_counts_processes(monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert resolve_options("cpu-smoke", per_device_train_batch_size=2, num_generations=4)["per_device_train_batch_size"] == 2
+    assert resolve_options("cpu-smoke", per_device_train_batch_size=3, num_generations=4)["per_device_train_batch_size"] == 4
+
+
+def test_a_batch_that_cannot_be_fixed_is_still_refused():
+    with pytest.raises(ConfigError, match=r"must be divisible by num_generations=4"):
+        resolve_options("cpu-smoke", per_device_train_batch_size=3, steps_per_generation=1, num_generations=4)
+
+
+def test_what_cannot_be_translated_is_refused_at_once_with_its_fix():
+    settings = RunSettings(model="tiny", rewards=["numeric_correctness_reward"], preset="cpu-smoke",
+                           overrides={"warmup_ratio": 0.1, "warmup_steps": 5, "logging_dir": "tb", "max_prompt_length": -3,
+                                      "vllm_device": "cuda:1", "num_generation": 4})
+    with pytest.raises(ConfigError) as refused:
+        settings.validate()
+    lines = str(refused.value).splitlines()
+    assert len(lines) == 5 and lines[:4] == [
+        "the run: warmup_ratio=0.1 and warmup_steps=5 both given: warmup_ratio is the old name of warmup_steps; keep warmup_steps",
+        "the run: max_prompt_length=-3: give the longest prompt in tokens (e.g. 256), or null for no limit",
+        "the run: logging_dir: transformers 5 removed it; TensorBoard writes under output_dir unless the "
+        "TENSORBOARD_LOGGING_DIR environment variable names another folder",
+        "the run: vllm_device: TRL removed it; vLLM runs in the training process (vllm_mode='colocate') or as a server "
+        "(vllm_mode='server', started with `trl vllm-serve`)",
+    ]
+    assert lines[4].startswith("the run: 'num_generation' is not a GRPOConfig option; did you mean ")
+
+
+@pytest.mark.parametrize("old, value, new", [
+    ("evaluation_strategy", "steps", {"eval_strategy": "steps"}), ("no_cuda", True, {"use_cpu": True}),
+    ("per_gpu_train_batch_size", 4, {"per_device_train_batch_size": 4}), ("max_new_tokens", 64, {"max_completion_length": 64}),
+    ("include_inputs_for_metrics", True, {"include_for_metrics": ["inputs"]}), ("push_to_hub_token", "t", {"hub_token": "t"}),
+    ("use_mps_device", True, None), ("overwrite_output_dir", True, None), ("max_prompt_length", None, None),
+])
+def test_renamed_fields_are_carried_over(old, value, new):
+    ported = port_overrides("cpu-smoke", {old: value})
+    assert ported.translated == {old: new} and not ported.problems and len(ported.notes) == 1
+    assert ported.overrides == (new or {})
+    resolve_options("cpu-smoke", **{old: value})  # and GRPOConfig takes the result
+
+
+def test_a_dataset_whose_every_prompt_is_too_long_is_refused(tiny_model, tmp_path):
+    model, tokenizer = tiny_model
+    with pytest.raises(DatasetError, match="the dataset has no rows"):
+        train(model, tokenizer, _dataset(tokenizer), [length_reward], preset="cpu-smoke", output_dir=tmp_path,
+              dashboard=False, max_steps=1, max_prompt_length=8)
+
+
+def test_the_trl_preset_is_trls_defaults():
+    assert TRAINING_PRESETS["trl"] == {}
+    import torch
+
+    options, defaults = resolve_options("trl"), trl_defaults()
+    for_this_machine = {} if torch.cuda.is_available() else {"use_cpu": True, "bf16": False}
+    # nothing of grpo-lite's: TRL's values (pinned where Unsloth's GRPOConfig replaced TRL's) and what a CPU needs
+    assert {k: v for k, v in options.items() if k not in for_this_machine} == {k: defaults[k] for k in options if k not in for_this_machine}
+    assert {k: options[k] for k in for_this_machine} == for_this_machine
+
+
+def test_a_run_yaml_and_set_flags_carry_the_old_fields_over():
+    """A notebook's GRPOConfig keywords pasted into a run YAML's overrides, or given as --set, pass the validator."""
+    document = yaml.safe_load("model: tiny\nrewards: [numeric_correctness_reward]\npreset: cpu-smoke\noverrides:\n"
+                              "  warmup_ratio: 0.1\n  max_prompt_length: 256\n  per_device_train_batch_size: 1\n"
+                              "  num_generations: 8\n  overwrite_output_dir: true\n")
+    settings = RunSettings.from_dict(document)
+    assert settings.problems() == []
+    settings = settings.with_setting("evaluation_strategy=steps").with_setting("no_cuda=true")
+    assert settings.problems() == []
+    ported = port_overrides(settings.preset, settings.overrides)
+    assert ported.overrides == {"warmup_steps": 0.1, "per_device_train_batch_size": 8, "num_generations": 8,
+                                "eval_strategy": "steps", "use_cpu": True}
+    assert ported.max_prompt_tokens == 256 and len(ported.notes) == 6
