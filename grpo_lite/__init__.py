@@ -39,6 +39,7 @@ _EXPORTS = {
     "preview": ".evaluation.group_preview",
     "plan": ".machine.planner",
     # train, and watch
+    "warmup_format": ".training.warmup",
     "train": ".training.trainer",
     "train_stages": ".training.stages",
     "Stage": ".training.stages",
@@ -74,6 +75,7 @@ if TYPE_CHECKING:  # what editors and type checkers see; at run time each name l
     from .monitor.show import show_run
     from .training.stages import Stage, train_stages
     from .training.trainer import train
+    from .training.warmup import warmup_format
 
 
 def __getattr__(name):

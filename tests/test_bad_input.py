@@ -105,6 +105,8 @@ CLI = [
     ("batch-not-divisible", {"run.yaml": _with(overrides__per_device_train_batch_size=3, overrides__num_generations=4,
                                                overrides__steps_per_generation=1)},
      ["train", "run.yaml"], ["the run: the generation batch (3 completions"]),
+    ("use-vllm-without-vllm", {"run.yaml": _with(overrides__use_vllm=True)}, ["train", "run.yaml"],
+     ["the run: use_vllm=True needs vLLM, which is not installed"]),
     ("preset-typo", {"run.yaml": _with(preset="t4")}, ["train", "run.yaml"], ["the run: unknown preset 't4'; did you mean t4-16gb?"]),
     ("gpu-preset-on-cpu", {"run.yaml": _with(preset="t4-16gb")}, ["train", "run.yaml"],
      ["this preset uses bf16/fp16, which needs a GPU"]),

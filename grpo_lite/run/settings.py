@@ -67,6 +67,102 @@ REMOVED_FIELDS = {
 }
 
 
+# vLLM's SamplingParams (Unsloth's GRPOConfig(vllm_sampling_params=...)) -> TRL's GRPOConfig generation settings.
+# Unsloth 2026.10.9 lays the user's SamplingParams over TRL's, except seed, n, temperature, max_tokens and logprobs,
+# which it never takes from it (unsloth/models/rl_replacements.py, grpo_update_SamplingParams): those are not carried.
+SAMPLING_CARRIED = ("min_p", "top_p", "top_k", "repetition_penalty", "stop", "include_stop_str_in_output")
+SAMPLING_UNUSED = ("seed", "n", "temperature", "max_tokens", "logprobs")
+# vLLM's defaults: a setting at its default says nothing (top_k was -1 for off before vLLM 0.8, 0 since)
+SAMPLING_DEFAULTS: dict[str, Any] = {
+    "n": 1, "presence_penalty": 0.0, "frequency_penalty": 0.0, "repetition_penalty": 1.0, "temperature": 1.0, "top_p": 1.0,
+    "top_k": 0, "min_p": 0.0, "seed": None, "stop": None, "stop_token_ids": None, "bad_words": None,
+    "include_stop_str_in_output": False, "ignore_eos": False, "max_tokens": 16, "min_tokens": 0, "logprobs": None,
+    "prompt_logprobs": None, "detokenize": True, "skip_special_tokens": True, "spaces_between_special_tokens": True,
+    "logits_processors": None, "truncate_prompt_tokens": None, "output_text_buffer_length": 0, "output_kind": None,
+    "guided_decoding": None, "structured_outputs": None, "logit_bias": None, "allowed_token_ids": None, "extra_args": None,
+}
+
+
+def sampling_values(params: Any) -> dict[str, Any]:
+    """The settings a ``vllm_sampling_params`` holds beyond vLLM's defaults: a mapping (a run YAML) as it is; an object
+    (``vllm.SamplingParams``, Unsloth's ``vLLMSamplingParams``) by the keywords it was made with where it kept them
+    (``_set_kwargs``), else by its attributes that differ from a fresh one's (as Unsloth reads it)."""
+    if isinstance(params, dict):
+        return dict(params)
+    if isinstance(getattr(params, "_set_kwargs", None), dict):
+        return dict(params._set_kwargs)
+    names = list(getattr(params, "__struct_fields__", ()) or vars(params))
+    try:
+        fresh = type(params)()
+    except Exception:  # a stand-in that needs arguments: vLLM's own defaults
+        fresh = None
+    values = {}
+    for name in names:
+        if name.startswith("_") or name == "output_text_buffer_length":  # vLLM's own, derived from stop
+            continue
+        value = getattr(params, name, None)
+        default = getattr(fresh, name, SAMPLING_DEFAULTS.get(name)) if fresh is not None else SAMPLING_DEFAULTS.get(name)
+        if name == "top_k" and value in (-1, 0):
+            continue
+        if value != default and not (default is None and value in ([], (), "", False)):
+            values[name] = value
+    return values
+
+
+def _port_sampling(params: Any, overrides: dict[str, Any], ported: Ported) -> None:
+    """``vllm_sampling_params`` onto GRPOConfig's own fields, said in one line; what has no GRPOConfig form is refused."""
+    if params is None:
+        return
+    try:
+        values = sampling_values(params)
+    except TypeError:  # no attributes to read: a number, a text
+        ported.problems.append(f"vllm_sampling_params={params!r:.60}: give a vllm.SamplingParams or a mapping of its settings "
+                               "(min_p: 0.1, top_k: -1, stop: [...], ...)")
+        return
+    mapped: dict[str, Any] = {}
+    unused, problems = [], []
+    stop = values.get("stop")
+    stop = [stop] if isinstance(stop, str) else stop
+    for key, value in values.items():
+        if key in SAMPLING_UNUSED:
+            unused.append(f"{key}={value!r}")
+        elif key in ("min_p", "top_p", "repetition_penalty"):
+            mapped[key] = value
+        elif key == "top_k":
+            mapped["top_k"] = 0 if value in (-1, 0, None) else value
+        elif key == "stop":
+            if stop and not (isinstance(stop, (list, tuple)) and all(isinstance(s, str) and s for s in stop)):
+                problems.append(f"vllm_sampling_params stop={value!r}: give the stop strings as a list of text")
+            elif stop:
+                mapped["generation_kwargs"] = {**(overrides.get("generation_kwargs") or {}), "stop_strings": list(stop)}
+        elif key == "include_stop_str_in_output":
+            pass  # with stop, below
+        else:
+            problems.append(f"vllm_sampling_params {key}={value!r}: TRL's GRPOConfig has no setting it carries over to; drop it "
+                            f"from the SamplingParams (carried over: {', '.join(SAMPLING_CARRIED)})")
+    if stop and values.get("include_stop_str_in_output", False) is not True:
+        problems.append(f"vllm_sampling_params stop={stop!r} with include_stop_str_in_output="
+                        f"{values.get('include_stop_str_in_output', False)!r} (vLLM's default): grpo-lite stops at text the way "
+                        "transformers does, keeping the stop string in the completion, on every backend; set "
+                        "include_stop_str_in_output=True, as Unsloth's notebooks do, and let the rewards see it")
+    for key, value in mapped.items():
+        if key != "generation_kwargs" and key in overrides and overrides[key] != value:
+            problems.append(f"vllm_sampling_params {key}={values.get(key)!r} and {key}={overrides[key]!r} both given: keep one")
+    if isinstance(overrides.get("generation_kwargs"), dict) and "stop_strings" in overrides["generation_kwargs"] and stop:
+        problems.append("vllm_sampling_params stop and generation_kwargs stop_strings both given: keep one")
+    if problems:
+        ported.problems += problems
+        return
+    ported.overrides.update(mapped)
+    ported.translated["vllm_sampling_params"] = mapped or None
+    carried = ", ".join(f"{key}={value!r}" for key, value in mapped.items())
+    said = f"vllm_sampling_params -> {carried or 'nothing to carry over (every value is vLLM default)'}"
+    if unused:
+        said += f"; {', '.join(unused)} not carried: Unsloth's GRPOTrainer does not take seed, n, temperature, max_tokens " \
+                "or logprobs from it either (GRPOConfig's temperature, seed and max_completion_length set them)"
+    ported.notes.append(said)
+
+
 @dataclass
 class Ported:
     """A run's GRPOConfig overrides as the installed TRL and transformers read them: what the user wrote, translated
@@ -99,6 +195,14 @@ def port_overrides(preset: str, overrides: dict[str, Any]) -> Ported:
     checks the rest."""
     ported = Ported(overrides={})
     for key, value in overrides.items():
+        if key == "vllm_sampling_params":  # Unsloth's field: carried onto GRPOConfig's own (_port_sampling)
+            continue
+        if key == "top_k" and value == -1 and not isinstance(value, bool):  # vLLM's "off", which transformers refuses
+            ported.overrides["top_k"] = 0
+            ported.translated["top_k"] = {"top_k": 0}
+            ported.notes.append("top_k=-1 -> top_k=0 (top_k: 0 in a run YAML): vLLM's -1 for no top-k filtering is 0 in "
+                                "TRL's GRPOConfig")
+            continue
         if key not in TRANSLATED_FIELDS:
             ported.overrides[key] = value
             continue
@@ -120,6 +224,7 @@ def port_overrides(preset: str, overrides: dict[str, Any]) -> Ported:
         else:
             ported.overrides[new] = mapped
             ported.notes.append(f"{key}={value!r} -> {new}={mapped!r} ({new}: {mapped!r} in a run YAML): {why}")
+    _port_sampling(overrides.get("vllm_sampling_params"), ported.overrides, ported)
     ported.asked = set(ported.overrides)
     _batch_rule(preset, ported)
     return ported
@@ -339,6 +444,9 @@ class RunSettings:
                 # adapter only (peft/tuners/tuners_utils.py, BaseTuner._check_new_adapter_config)
                 problems.append(f"load.bias={self.load.bias!r} with beta={beta}: PEFT lets one adapter train biases, and the "
                                 "KL term needs a second (TRL's reference adapter); use bias: none, or beta=0 (no KL)")
+        if self.overrides.get("use_vllm") and importlib.util.find_spec("vllm") is None:  # asked for, not chosen by the run
+            problems.append("use_vllm=True needs vLLM, which is not installed: pip install 'grpo-lite[vllm]' on a GPU that "
+                            "runs it, or leave use_vllm out (generation then goes through transformers)")
         if not model_loaded:
             problems += model_problems(self.model)
         if self.output_dir is not None:
@@ -587,6 +695,10 @@ def _option_problems(o: dict[str, Any]) -> list[str]:
             problems.append(f"{key}={o[key]!r}: give the {fix}, {'1 or more' if low else 'more than 0'}")
     if _number(o.get("temperature")) and o["temperature"] <= 0:
         problems.append(f"temperature={o['temperature']!r}: GRPO samples its groups, so give a temperature above 0 (1.0 is usual)")
+    if _whole(o.get("top_k")) and o["top_k"] < 0:
+        problems.append(f"top_k={o['top_k']!r}: give how many of the likeliest tokens to sample from, or 0 (or -1) for all")
+    if _number(o.get("min_p")) and not 0 <= o["min_p"] <= 1:
+        problems.append(f"min_p={o['min_p']!r}: give a probability from 0 to 1 (0.1 is usual), or null for none")
     if _number(o.get("top_p")) and not 0 < o["top_p"] <= 1:
         problems.append(f"top_p={o['top_p']!r}: give a probability mass in (0, 1]")
     beta = o.get("beta", 0.0)

@@ -2,5 +2,6 @@
 
 - ``trainer``: ``train()``: rewards guarded, settings checked and recorded, callbacks assembled, TRL trains
 - ``stages``: ``train_stages``, several runs in a row on the same LoRA weights
+- ``warmup``: ``warmup_format``, a short SFT on formatted examples before GRPO, on the same LoRA adapter
 - ``trl_compat``: the seam with TRL and Unsloth's generated trainer (CPU log-probs, a model Unsloth did not load)
 """

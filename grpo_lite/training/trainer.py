@@ -52,8 +52,20 @@ from ..run.files import RUN_FILE
 from ..run.presets import preset_name
 from ..run.record import RunRecord, reward_reference
 from ..run.resume import resume_checkpoint
-from ..run.settings import REWARD_TIMEOUT, ConfigError, Heldout, RunSettings, changes_table, option_sources, port_overrides, preset_changes, resolve_options
+from ..run.settings import (
+    REWARD_TIMEOUT,
+    ConfigError,
+    Heldout,
+    RunSettings,
+    changes_table,
+    option_sources,
+    port_overrides,
+    preset_changes,
+    resolve_options,
+    sampling_values,
+)
 from ..run.stopping import InterruptStops, StopSwitch
+from .trl_compat import generate_with_tokenizer
 
 
 @dataclass
@@ -86,6 +98,19 @@ def _check_dataset(dataset) -> None:
         )
     if len(dataset) == 0:
         raise DatasetError("the dataset has no rows, so there is nothing to train on (were they all filtered out?)")
+
+
+def _check_one_batch(dataset, config) -> None:
+    """Refuse rows too few for one generation batch: TRL's RepeatSampler (trl/trainer/grpo_trainer.py) keeps only
+    whole batches of ``generation_batch_size / num_generations`` prompts, so fewer rows train 0 steps without an error."""
+    prompts = config.generation_batch_size // config.num_generations
+    if len(dataset) < prompts:
+        raise DatasetError(
+            f"the dataset has {len(dataset)} rows and one generation batch takes {prompts} prompts "
+            f"(generation_batch_size={config.generation_batch_size} completions in groups of num_generations="
+            f"{config.num_generations}), so no step could train: add rows, or lower per_device_train_batch_size or "
+            "gradient_accumulation_steps"
+        )
 
 
 def _drop_long_prompts(dataset, tokenizer, max_prompt_tokens: int):
@@ -212,6 +237,7 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
         ported.asked.add("reward_weights")
     chosen_overrides = {key: value for key, value in vllm_options(model).items() if key not in ported.overrides}
     config = make_config(settings.preset, output_dir=output_dir, **chosen_overrides, **ported.overrides)
+    _stop_strings_for_vllm(config)
     sources = option_sources(settings.preset, ported, chosen_overrides)
     if is_main_process():  # the run's first words: what grpo-lite chose beyond TRL, then what it translated
         options = resolve_options(settings.preset, **chosen_overrides, **ported.overrides)  # as passed to GRPOConfig
@@ -221,6 +247,7 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
     if ported.max_prompt_tokens is not None:
         dataset = _drop_long_prompts(dataset, tokenizer, ported.max_prompt_tokens)
     _check_dataset(dataset)
+    _check_one_batch(dataset, config)
     _check_sequence_length(model, tokenizer, dataset, config)
     heldout = settings.heldout if settings.heldout is not None and settings.heldout.data is not None else None
     evaluation = []
@@ -256,7 +283,7 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
         switch,  # last: it acts on stop requests made by the callbacks before it at the same step
     ]
     trainer = _grpo_trainer(model, tokenizer, dataset, guarded, config, watchers)
-    with faults_reported(trainer):
+    with faults_reported(trainer), generate_with_tokenizer(trainer.model, tokenizer, config):
         trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
         if switch.save:  # after a NaN the last good checkpoint is the result: nothing is saved over it
             trainer.save_model(str(output_dir))  # the Trainer writes from the main process only
@@ -267,6 +294,16 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
         raise switch.error
     return TrainResult(trainer=trainer, output_dir=output_dir, rewards=guarded,
                        evaluation=evaluation[0].comparison if evaluation else None, stopped=switch.reason)
+
+
+def _stop_strings_for_vllm(config) -> None:
+    """Stop strings (``vllm_sampling_params``' ``stop``, carried over as transformers' ``stop_strings``) as vLLM's
+    SamplingParams takes them, where the run generates through vLLM: ``stop``, kept in the completion as transformers
+    keeps them."""
+    kwargs = config.generation_kwargs
+    if getattr(config, "use_vllm", False) and isinstance(kwargs, dict) and "stop_strings" in kwargs:
+        rest = {key: value for key, value in kwargs.items() if key != "stop_strings"}
+        config.generation_kwargs = {**rest, "stop": kwargs["stop_strings"], "include_stop_str_in_output": True}
 
 
 def vllm_options(model) -> dict[str, Any]:
@@ -289,8 +326,11 @@ def _record(model, settings: RunSettings, funcs, config, set_weights, chosen_ove
     """``run.yaml`` of this run: the settings as given (rewards by the names that resolve back to them), what the run
     chose, its GRPOConfig. Held-out rows given as a dataset are recorded by their count; a recipe names their file."""
     loaded = loaded_as(model)
+    overrides = dict(settings.overrides)
+    if overrides.get("vllm_sampling_params") is not None:  # a SamplingParams object: recorded by what it holds
+        overrides["vllm_sampling_params"] = sampling_values(overrides["vllm_sampling_params"])
     recorded = dataclasses.replace(settings, rewards=[reward_reference(f) for f in funcs], output_dir=None, dataset=None,
-                                   load=loaded.settings if loaded else settings.load)
+                                   load=loaded.settings if loaded else settings.load, overrides=overrides)
     chosen: dict[str, Any] = {"preset": preset_name(settings.preset)}
     if settings.heldout is not None and settings.heldout.data is not None and not isinstance(settings.heldout.data, dict):
         chosen["heldout_rows"] = len(settings.heldout.data)

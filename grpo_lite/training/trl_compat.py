@@ -14,6 +14,9 @@ loaders attach, and keeps an fp32 run in fp32.
 
 from __future__ import annotations
 
+import contextlib
+import functools
+
 import torch
 
 
@@ -89,3 +92,22 @@ def prepare_for_unsloth_trainer(model, config) -> None:
         model.for_inference = lambda: model.eval()
     if not (config.fp16 or config.bf16) and model.get_input_embeddings().weight.dtype == torch.float32:
         model._unsloth_forced_float32 = True
+
+
+@contextlib.contextmanager
+def generate_with_tokenizer(model, tokenizer, config):
+    """While training, ``model.generate`` is given the tokenizer where the run stops at text (``generation_kwargs``'
+    ``stop_strings``, from ``vllm_sampling_params``' ``stop``): transformers' generate refuses stop strings without
+    it, and TRL's GRPOTrainer passes none. A completion that stops at text is padded with the end-of-sequence token,
+    where TRL's completion mask ends, as vLLM's completions end at the stop string; padded with the pad token, which
+    need not be one, its padding would be trained on as the completion's and the completion counted as cut off.
+    Nothing changes on vLLM or without stop strings."""
+    kwargs = getattr(config, "generation_kwargs", None) or {}
+    if getattr(config, "use_vllm", False) or "stop_strings" not in kwargs or "generate" in vars(model):
+        yield
+        return
+    model.generate = functools.partial(model.generate, tokenizer=tokenizer, pad_token_id=tokenizer.eos_token_id)
+    try:
+        yield
+    finally:
+        del model.generate
