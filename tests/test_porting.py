@@ -3,15 +3,16 @@ what it meant where it was written: renamed and removed fields are carried over 
 applies on every backend, and what a preset changes from TRL's defaults is said and recorded (issue 34)."""
 
 import dataclasses
-import re
 
 import pytest
 import yaml
+from ports.checks import changes_table
 
 from grpo_lite import prepare_dataset, train
 from grpo_lite.data.prepare import DatasetError
-from grpo_lite.run.presets import TRAINING_PRESETS, preset_values
-from grpo_lite.run.settings import ConfigError, RunSettings, port_overrides, resolve_options, trl_defaults
+from grpo_lite.run.porting import port_overrides
+from grpo_lite.run.presets import TRAINING_PRESETS, preset_values, trl_defaults
+from grpo_lite.run.settings import ConfigError, RunSettings, resolve_options
 
 # templates/basic_grpo_training.py's GRPOConfig(...) arguments, literally, but for the machine and the test's size:
 # bf16=True and report_to="wandb" (a GPU and an account), num_generations=16 and max_completion_length=786.
@@ -30,19 +31,6 @@ def _dataset(tokenizer, long_rows=1):
     rows = [{"question": f"What is {i} + {i}?", "answer": str(2 * i)} for i in range(4)]
     rows += [{"question": "Add these numbers: " + " + ".join(["1"] * 400), "answer": "400"}] * long_rows
     return prepare_dataset(rows, tokenizer=tokenizer)
-
-
-def _table(err: str) -> dict[str, list[str]]:
-    """The preset-changes table train() prints first: field -> [TRL default, used, why]."""
-    lines = err.split("grpo-lite: preset ", 1)[1].splitlines()[1:]
-    assert lines[0].split() == ["field", "TRL", "default", "used", "why"]
-    rows = {}
-    for line in lines[1:]:
-        if not line.startswith("  "):
-            break
-        key, default, used, why = re.split(r"\s{2,}", line.strip(), maxsplit=3)
-        rows[key] = [default, used, why]
-    return rows
 
 
 def _differs_from_trl(config, output_dir):
@@ -89,7 +77,7 @@ def test_the_seed_template_trains_on_the_first_try(tiny_model, tmp_path, capsys,
     sources = record["chosen"]["sources"]
     assert {key for key, source in sources.items() if source == "user"} == {*SEED_TEMPLATE, "max_steps", "warmup_steps"} - set(TRANSLATED)
 
-    table = _table(err)  # exactly the fields the user did not set whose value differs from TRL's default
+    table = changes_table(err)  # exactly the fields the user did not set whose value differs from TRL's default
     user = {key for key, source in sources.items() if source == "user"}
     assert set(table) == _differs_from_trl(result.trainer.args, tmp_path) - user | {"use_cpu", "bf16"}
     assert set(table) <= {key for key, source in sources.items() if source in ("preset", "machine")}
@@ -107,7 +95,7 @@ def test_the_changes_table_lists_exactly_what_differs_from_trl(tiny_model, tmp_p
     capsys.readouterr()
     result = train(model, tokenizer, _dataset(tokenizer, long_rows=0), [length_reward], preset="cpu-smoke",
                    output_dir=tmp_path, dashboard=False, max_steps=1)
-    table = _table(capsys.readouterr().err)
+    table = changes_table(capsys.readouterr().err)
     expected = _differs_from_trl(result.trainer.args, tmp_path) - {"max_steps"} | {"use_cpu", "bf16"}
     assert set(table) == expected
     defaults = trl_defaults()
@@ -128,7 +116,7 @@ def test_an_unsloth_notebook_batch_is_raised_to_num_generations(tiny_model, tmp_
     assert record["overrides"]["per_device_train_batch_size"] == 1  # as asked
     assert record["grpo_config"]["per_device_train_batch_size"] == 4 and record["grpo_config"]["generation_batch_size"] == 4
     assert record["chosen"]["sources"]["per_device_train_batch_size"] == "batch rule"
-    assert "per_device_train_batch_size" not in _table(err)  # the user set it: said on its own line
+    assert "per_device_train_batch_size" not in changes_table(err)  # the user set it: said on its own line
 
 
 @pytest.mark.parametrize("overrides, batch", [

@@ -8,7 +8,8 @@ import pytest
 import yaml
 
 from grpo_lite import prepare_dataset, train
-from grpo_lite.run.settings import ConfigError, RunSettings, port_overrides, sampling_values
+from grpo_lite.run.porting import port_overrides, sampling_values
+from grpo_lite.run.settings import ConfigError, RunSettings
 
 
 class SamplingParams:

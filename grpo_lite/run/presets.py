@@ -18,6 +18,7 @@ came from (``chosen.sources``).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 BASE = {
@@ -131,3 +132,49 @@ def auto_preset() -> str:
 def preset_name(preset: str) -> str:
     """The preset a run trains with: ``"auto"`` is the one :func:`auto_preset` picks for this machine."""
     return auto_preset() if preset == "auto" else preset
+
+
+def trl_defaults() -> dict[str, Any]:
+    """TRL's own GRPOConfig defaults, read from TRL's class even where Unsloth's generated subclass replaced
+    ``trl.GRPOConfig`` (its defaults differ: docs/architecture.md)."""
+    from trl import GRPOConfig
+
+    cls = next(c for c in GRPOConfig.__mro__ if c.__module__.startswith("trl."))
+    defaults = {}
+    for f in dataclasses.fields(cls):
+        if f.init:
+            defaults[f.name] = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+    return defaults
+
+
+def machine_values(preset: str) -> dict[str, Any]:
+    """What ``preset="trl"`` needs on this machine to mean TRL's defaults and train: TRL's values pinned where the
+    installed GRPOConfig is Unsloth's (its defaults differ), and on a machine without a GPU use_cpu=True, bf16=False
+    (TRL turns bf16=None into bf16=True, which the Trainer cannot train with on a CPU). Other presets set these
+    themselves."""
+    if preset_name(preset) != TRL_PRESET:
+        return {}
+    import inspect
+
+    from trl import GRPOConfig
+
+    # Unsloth's generated class states its defaults in its __init__'s signature (unsloth/models/rl.py)
+    active = {name: p.default for name, p in inspect.signature(GRPOConfig.__init__).parameters.items()
+              if p.default is not inspect.Parameter.empty}
+    # loss_type=None is Unsloth's sentinel for TRL's 'dapo', while an explicit 'dapo' brings DAPO's epsilon_high=0.28
+    # (rl.py, "Resolve the None loss_type / beta sentinels"): left unpinned, as config_from_dict leaves it out
+    values = {key: value for key, value in trl_defaults().items() if key in active and active[key] != value and key != "loss_type"}
+    return {**values, **cpu_values(preset)}
+
+
+def cpu_values(preset: str) -> dict[str, Any]:
+    """use_cpu=True, bf16=False for ``preset="trl"`` on a machine without a GPU (see :func:`machine_values`)."""
+    import torch
+
+    return {"use_cpu": True, "bf16": False} if preset_name(preset) == TRL_PRESET and not torch.cuda.is_available() else {}
+
+
+def preset_options(preset: str, overrides: dict[str, Any]) -> dict[str, Any]:
+    """The GRPOConfig values a run with ``preset`` trains with: the preset's, what this machine needs, then ``overrides``."""
+    name = preset_name(preset)
+    return {**preset_values(name), **machine_values(name), **overrides}

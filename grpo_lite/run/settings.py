@@ -31,234 +31,13 @@ import yaml
 from rewards.registry import did_you_mean
 
 from ..errors import UserError
-from .presets import TRAINING_PRESETS, TRL_PRESET, preset_name, preset_values
+from .porting import REMOVED_FIELDS, is_number, is_whole, port_overrides
+from .presets import TRAINING_PRESETS, TRL_PRESET, preset_name, preset_options, preset_values
 
 REWARD_TIMEOUT = 600.0  # seconds per reward call: far more than scoring a batch takes, short of losing a night
 LORA_TARGET_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 BACKEND_CHOICES = ("auto", "unsloth", "transformers", "cpu")
 RECORD_ONLY = ("chosen", "grpo_config")  # what run.yaml holds beyond the settings: never part of a recipe
-
-# Fields a user's script still passes (TRL 0.x, transformers 4.x) whose meaning survives in TRL 1.15 / transformers 5.17:
-# carried over, each with one line naming the new form. old name -> (new name or None when it is dropped, value map, why).
-TRANSLATED_FIELDS: dict[str, tuple[str | None, Any, str]] = {
-    "warmup_ratio": ("warmup_steps", None, "transformers 5 reads a warmup_steps float below 1 as a ratio of the steps"),
-    "evaluation_strategy": ("eval_strategy", None, "transformers renamed it"),
-    "no_cuda": ("use_cpu", None, "transformers renamed it"),
-    "per_gpu_train_batch_size": ("per_device_train_batch_size", None, "transformers renamed it"),
-    "per_gpu_eval_batch_size": ("per_device_eval_batch_size", None, "transformers renamed it"),
-    "push_to_hub_token": ("hub_token", None, "transformers renamed it"),
-    "include_inputs_for_metrics": ("include_for_metrics", lambda v: ["inputs"] if v else [], "transformers renamed it"),
-    "max_new_tokens": ("max_completion_length", None, "GRPOConfig calls the tokens generated per completion so"),
-    "max_prompt_length": ("max_prompt_tokens", None, "TRL removed it; long prompts are dropped before training instead"),
-    "overwrite_output_dir": (None, None, "dropped: transformers 5 removed it and always writes into output_dir"),
-    "use_mps_device": (None, None, "dropped: transformers 5 removed it and uses an Apple GPU (mps) by itself when there is one"),
-}
-# Removed fields whose meaning does not carry over for certain: refused, with the fix.
-REMOVED_FIELDS = {
-    "logging_dir": "transformers 5 removed it; TensorBoard writes under output_dir unless the TENSORBOARD_LOGGING_DIR "
-                   "environment variable names another folder",
-    "fp16_backend": "transformers removed it (and half_precision_backend); drop it: fp16=True uses torch's autocast",
-    "half_precision_backend": "transformers 5 removed it; drop it: fp16=True or bf16=True uses torch's autocast",
-    "vllm_device": "TRL removed it; vLLM runs in the training process (vllm_mode='colocate') or as a server "
-                   "(vllm_mode='server', started with `trl vllm-serve`)",
-    "use_liger_loss": "TRL removed it; drop it: TRL computes the GRPO loss through its own fused LM head, with no Liger loss",
-    "vllm_guided_decoding_regex": "TRL removed it; vllm_structured_outputs_regex takes the regex that constrains generation",
-    "wandb_log_unique_prompts": "TRL removed it; drop it (log_completions=True logs the completions)",
-}
-
-
-# vLLM's SamplingParams (Unsloth's GRPOConfig(vllm_sampling_params=...)) -> TRL's GRPOConfig generation settings.
-# Unsloth 2026.10.9 lays the user's SamplingParams over TRL's, except seed, n, temperature, max_tokens and logprobs,
-# which it never takes from it (unsloth/models/rl_replacements.py, grpo_update_SamplingParams): those are not carried.
-SAMPLING_CARRIED = ("min_p", "top_p", "top_k", "repetition_penalty", "stop", "include_stop_str_in_output")
-SAMPLING_UNUSED = ("seed", "n", "temperature", "max_tokens", "logprobs")
-# vLLM's defaults: a setting at its default says nothing (top_k was -1 for off before vLLM 0.8, 0 since)
-SAMPLING_DEFAULTS: dict[str, Any] = {
-    "n": 1, "presence_penalty": 0.0, "frequency_penalty": 0.0, "repetition_penalty": 1.0, "temperature": 1.0, "top_p": 1.0,
-    "top_k": 0, "min_p": 0.0, "seed": None, "stop": None, "stop_token_ids": None, "bad_words": None,
-    "include_stop_str_in_output": False, "ignore_eos": False, "max_tokens": 16, "min_tokens": 0, "logprobs": None,
-    "prompt_logprobs": None, "detokenize": True, "skip_special_tokens": True, "spaces_between_special_tokens": True,
-    "logits_processors": None, "truncate_prompt_tokens": None, "output_text_buffer_length": 0, "output_kind": None,
-    "guided_decoding": None, "structured_outputs": None, "logit_bias": None, "allowed_token_ids": None, "extra_args": None,
-}
-
-
-def sampling_values(params: Any) -> dict[str, Any]:
-    """The settings a ``vllm_sampling_params`` holds beyond vLLM's defaults: a mapping (a run YAML) as it is; an object
-    (``vllm.SamplingParams``, Unsloth's ``vLLMSamplingParams``) by the keywords it was made with where it kept them
-    (``_set_kwargs``), else by its attributes that differ from a fresh one's (as Unsloth reads it)."""
-    if isinstance(params, dict):
-        return dict(params)
-    if isinstance(getattr(params, "_set_kwargs", None), dict):
-        return dict(params._set_kwargs)
-    names = list(getattr(params, "__struct_fields__", ()) or vars(params))
-    try:
-        fresh = type(params)()
-    except Exception:  # a stand-in that needs arguments: vLLM's own defaults
-        fresh = None
-    values = {}
-    for name in names:
-        if name.startswith("_") or name == "output_text_buffer_length":  # vLLM's own, derived from stop
-            continue
-        value = getattr(params, name, None)
-        default = getattr(fresh, name, SAMPLING_DEFAULTS.get(name)) if fresh is not None else SAMPLING_DEFAULTS.get(name)
-        if name == "top_k" and value in (-1, 0):
-            continue
-        if value != default and not (default is None and value in ([], (), "", False)):
-            values[name] = value
-    return values
-
-
-def _port_sampling(params: Any, overrides: dict[str, Any], ported: Ported) -> None:
-    """``vllm_sampling_params`` onto GRPOConfig's own fields, said in one line; what has no GRPOConfig form is refused."""
-    if params is None:
-        return
-    try:
-        values = sampling_values(params)
-    except TypeError:  # no attributes to read: a number, a text
-        ported.problems.append(f"vllm_sampling_params={params!r:.60}: give a vllm.SamplingParams or a mapping of its settings "
-                               "(min_p: 0.1, top_k: -1, stop: [...], ...)")
-        return
-    mapped: dict[str, Any] = {}
-    unused, problems = [], []
-    stop = values.get("stop")
-    stop = [stop] if isinstance(stop, str) else stop
-    for key, value in values.items():
-        if key in SAMPLING_UNUSED:
-            unused.append(f"{key}={value!r}")
-        elif key in ("min_p", "top_p", "repetition_penalty"):
-            mapped[key] = value
-        elif key == "top_k":
-            mapped["top_k"] = 0 if value in (-1, 0, None) else value
-        elif key == "stop":
-            if stop and not (isinstance(stop, (list, tuple)) and all(isinstance(s, str) and s for s in stop)):
-                problems.append(f"vllm_sampling_params stop={value!r}: give the stop strings as a list of text")
-            elif stop:
-                mapped["generation_kwargs"] = {**(overrides.get("generation_kwargs") or {}), "stop_strings": list(stop)}
-        elif key == "include_stop_str_in_output":
-            pass  # with stop, below
-        else:
-            problems.append(f"vllm_sampling_params {key}={value!r}: TRL's GRPOConfig has no setting it carries over to; drop it "
-                            f"from the SamplingParams (carried over: {', '.join(SAMPLING_CARRIED)})")
-    if stop and values.get("include_stop_str_in_output", False) is not True:
-        problems.append(f"vllm_sampling_params stop={stop!r} with include_stop_str_in_output="
-                        f"{values.get('include_stop_str_in_output', False)!r} (vLLM's default): grpo-lite stops at text the way "
-                        "transformers does, keeping the stop string in the completion, on every backend; set "
-                        "include_stop_str_in_output=True, as Unsloth's notebooks do, and let the rewards see it")
-    for key, value in mapped.items():
-        if key != "generation_kwargs" and key in overrides and overrides[key] != value:
-            problems.append(f"vllm_sampling_params {key}={values.get(key)!r} and {key}={overrides[key]!r} both given: keep one")
-    if isinstance(overrides.get("generation_kwargs"), dict) and "stop_strings" in overrides["generation_kwargs"] and stop:
-        problems.append("vllm_sampling_params stop and generation_kwargs stop_strings both given: keep one")
-    if problems:
-        ported.problems += problems
-        return
-    ported.overrides.update(mapped)
-    ported.translated["vllm_sampling_params"] = mapped or None
-    carried = ", ".join(f"{key}={value!r}" for key, value in mapped.items())
-    said = f"vllm_sampling_params -> {carried or 'nothing to carry over (every value is vLLM default)'}"
-    if unused:
-        said += f"; {', '.join(unused)} not carried: Unsloth's GRPOTrainer does not take seed, n, temperature, max_tokens " \
-                "or logprobs from it either (GRPOConfig's temperature, seed and max_completion_length set them)"
-    ported.notes.append(said)
-
-
-@dataclass
-class Ported:
-    """A run's GRPOConfig overrides as the installed TRL and transformers read them: what the user wrote, translated
-    (``TRANSLATED_FIELDS``) and with the batch raised to hold whole groups (:func:`port_overrides`)."""
-
-    overrides: dict[str, Any]  # GRPOConfig fields only
-    notes: list[str] = field(default_factory=list)  # one line per change, announced once by train()
-    translated: dict[str, Any] = field(default_factory=dict)  # the user's field -> {its new form: value}, or None: dropped
-    max_prompt_tokens: int | None = None  # from max_prompt_length: longer prompts are dropped before training
-    adjusted: dict[str, Any] = field(default_factory=dict)  # fields grpo-lite changed from what was asked (the batch rule)
-    asked: set[str] = field(default_factory=set)  # the GRPOConfig fields the user set, under their new names
-    problems: list[str] = field(default_factory=list)
-
-
-def _translation_problem(old: str, value: Any, overrides: dict[str, Any]) -> str | None:
-    new = TRANSLATED_FIELDS[old][0]
-    if new in overrides:
-        return f"{old}={value!r} and {new}={overrides[new]!r} both given: {old} is the old name of {new}; keep {new}"
-    if old == "warmup_ratio" and not (_number(value) and 0 <= value < 1):
-        return f"warmup_ratio={value!r}: give a ratio of the steps from 0 to below 1 (it becomes warmup_steps={value!r})"
-    if old == "max_prompt_length" and value is not None and (not _whole(value) or value < 1):
-        return f"max_prompt_length={value!r}: give the longest prompt in tokens (e.g. 256), or null for no limit"
-    return None
-
-
-def port_overrides(preset: str, overrides: dict[str, Any]) -> Ported:
-    """``overrides`` as TRL 1.15 reads what the user meant: renamed fields under their new names, removed ones dropped
-    or carried out of the config (``max_prompt_length``), and the per-device batch raised where it cannot hold whole
-    groups of ``num_generations``. Nothing is refused here except what cannot be translated; :func:`_config_problems`
-    checks the rest."""
-    ported = Ported(overrides={})
-    for key, value in overrides.items():
-        if key == "vllm_sampling_params":  # Unsloth's field: carried onto GRPOConfig's own (_port_sampling)
-            continue
-        if key == "top_k" and value == -1 and not isinstance(value, bool):  # vLLM's "off", which transformers refuses
-            ported.overrides["top_k"] = 0
-            ported.translated["top_k"] = {"top_k": 0}
-            ported.notes.append("top_k=-1 -> top_k=0 (top_k: 0 in a run YAML): vLLM's -1 for no top-k filtering is 0 in "
-                                "TRL's GRPOConfig")
-            continue
-        if key not in TRANSLATED_FIELDS:
-            ported.overrides[key] = value
-            continue
-        new, convert, why = TRANSLATED_FIELDS[key]
-        if (problem := _translation_problem(key, value, overrides)) is not None:
-            ported.problems.append(problem)
-            continue
-        if new is None or value is None:  # a dropped field, or max_prompt_length=None: no limit, as before
-            ported.translated[key] = None
-            ported.notes.append(f"{key}={value!r}: {why}" if new is None else f"{key}=None: dropped (no limit, as before)")
-            continue
-        mapped = convert(value) if convert else value
-        ported.translated[key] = {new: mapped}
-        if new == "max_prompt_tokens":
-            ported.max_prompt_tokens = mapped
-            ported.notes.append(f"max_prompt_length={value!r} -> prompts over {mapped!r} tokens are dropped before training "
-                                f"(prepare_dataset(..., tokenizer=tok, max_prompt_tokens={mapped!r}); dataset: "
-                                f"{{max_prompt_tokens: {mapped!r}}} in a run YAML): TRL removed max_prompt_length")
-        else:
-            ported.overrides[new] = mapped
-            ported.notes.append(f"{key}={value!r} -> {new}={mapped!r} ({new}: {mapped!r} in a run YAML): {why}")
-    _port_sampling(overrides.get("vllm_sampling_params"), ported.overrides, ported)
-    ported.asked = set(ported.overrides)
-    _batch_rule(preset, ported)
-    return ported
-
-
-def _batch_rule(preset: str, ported: Ported) -> None:
-    """Unsloth's rule, on every backend: where the generation batch cannot hold whole groups, the per-device batch
-    becomes num_generations. Unsloth's generated GRPOConfig runs, before TRL's checks (unsloth 2026.10.9,
-    unsloth/models/rl.py, lines 3588-3604, ``check_num_generations``):
-
-        if steps_per_generation is None and generation_batch_size is None:
-            ga = gradient_accumulation_steps
-            world_size = int(os.environ.get('WORLD_SIZE', '1'))
-            if (ga * world_size * per_device_train_batch_size) % num_generations != 0:
-                print('Unsloth: We now expect `per_device_train_batch_size` * `gradient_accumulation_steps` * ...')
-                per_device_train_batch_size = num_generations
-
-    so Unsloth notebooks pass per_device_train_batch_size=1 with num_generations=6 or 8. A batch given with
-    steps_per_generation or generation_batch_size is left as it is, and refused when it does not divide."""
-    o = {**_options(preset, {}), **ported.overrides}
-    g, per_device, accumulation = o.get("num_generations", 8), o.get("per_device_train_batch_size", 8), o.get("gradient_accumulation_steps", 1)
-    if o.get("steps_per_generation") is not None or o.get("generation_batch_size") is not None:
-        return
-    if not (_whole(g) and _whole(per_device) and _whole(accumulation) and g >= 2 and per_device >= 1 and accumulation >= 1):
-        return  # the validator names what is wrong
-    processes = int(os.environ.get("WORLD_SIZE", "1"))
-    if (accumulation * processes * per_device) % g:
-        ported.overrides["per_device_train_batch_size"] = g
-        ported.adjusted["per_device_train_batch_size"] = g
-        ported.notes.append(
-            f"per_device_train_batch_size={per_device} -> {g}: the generation batch (per_device_train_batch_size x "
-            f"gradient_accumulation_steps={accumulation} x {processes} process{'es' if processes > 1 else ''}) must hold "
-            f"whole groups of num_generations={g}, so the batch is set to num_generations, as Unsloth's GRPOConfig does")
-
 
 class ConfigError(UserError, ValueError):
     """An invalid run setting; the message names each setting to change and how."""
@@ -328,26 +107,26 @@ class LoadSettings:
         found = []
         if self.backend not in BACKEND_CHOICES:
             found.append(f"backend={self.backend!r}: use one of {', '.join(BACKEND_CHOICES)}")
-        if not _whole(self.max_seq_length) or self.max_seq_length < 1:
+        if not is_whole(self.max_seq_length) or self.max_seq_length < 1:
             found.append(f"max_seq_length={self.max_seq_length!r}: give the longest prompt + completion in tokens (e.g. 2048)")
         if not isinstance(self.load_in_4bit, bool):
             found.append(f"load_in_4bit={self.load_in_4bit!r}: use true or false")
         if self.fast_inference not in (True, False, "auto"):
             found.append(f"fast_inference={self.fast_inference!r}: use true, false or auto")
-        if self.lora_rank is not None and (not _whole(self.lora_rank) or self.lora_rank < 1):
+        if self.lora_rank is not None and (not is_whole(self.lora_rank) or self.lora_rank < 1):
             found.append(f"lora_rank={self.lora_rank!r}: give a LoRA rank of 1 or more (16 is usual), or null/None to train "
                          "every weight")
-        if self.lora_alpha is not None and (not _number(self.lora_alpha) or self.lora_alpha <= 0):
+        if self.lora_alpha is not None and (not is_number(self.lora_alpha) or self.lora_alpha <= 0):
             found.append(f"lora_alpha={self.lora_alpha!r}: give a positive number, or null/None for 2 * lora_rank")
         modules = self.target_modules
         if not (isinstance(modules, str) or (isinstance(modules, list) and modules and all(isinstance(m, str) for m in modules))):
             found.append(f"target_modules={modules!r}: give module names (e.g. [q_proj, v_proj]) or 'all-linear'")
         share = self.gpu_memory_utilization
-        if share != "auto" and (not _number(share) or not 0 < share < 1):
+        if share != "auto" and (not is_number(share) or not 0 < share < 1):
             found.append(f"gpu_memory_utilization={share!r}: give vLLM's share of the GPU between 0 and 1 (e.g. 0.5), or auto")
-        if not _whole(self.seed):
+        if not is_whole(self.seed):
             found.append(f"seed={self.seed!r}: give a whole number")
-        if not _number(self.lora_dropout) or not 0 <= self.lora_dropout < 1:
+        if not is_number(self.lora_dropout) or not 0 <= self.lora_dropout < 1:
             found.append(f"lora_dropout={self.lora_dropout!r}: give a dropout between 0 and 1 (e.g. 0.05), or 0 for none")
         if self.bias not in ("none", "all", "lora_only"):
             found.append(f"bias={self.bias!r}: use none, all or lora_only")
@@ -358,8 +137,8 @@ class LoadSettings:
         saved = self.modules_to_save
         if saved is not None and not (isinstance(saved, list) and all(isinstance(m, str) for m in saved)):
             found.append(f"modules_to_save={saved!r}: give module names (e.g. [lm_head]), or null")
-        layers = [self.layers_to_transform] if _whole(self.layers_to_transform) else self.layers_to_transform
-        if layers is not None and not (isinstance(layers, list) and layers and all(_whole(n) and n >= 0 for n in layers)):
+        layers = [self.layers_to_transform] if is_whole(self.layers_to_transform) else self.layers_to_transform
+        if layers is not None and not (isinstance(layers, list) and layers and all(is_whole(n) and n >= 0 for n in layers)):
             found.append(f"layers_to_transform={layers!r}: give layer indices (e.g. [0, 1, 2]), or null for every layer")
         if self.layers_pattern is not None and not isinstance(self.layers_pattern, str):
             found.append(f"layers_pattern={self.layers_pattern!r}: give the name of the model's layer list (e.g. layers), or null")
@@ -439,7 +218,7 @@ class RunSettings:
         if self.load is not None:
             problems += [f"load.{problem}" for problem in self.load.problems()]
             beta = self.overrides.get("beta", preset_values(preset_name(self.preset)).get("beta", 0.0))
-            if self.load.bias != "none" and _number(beta) and beta > 0:
+            if self.load.bias != "none" and is_number(beta) and beta > 0:
                 # TRL copies the LoRA config into a frozen "ref" adapter for the KL term, and PEFT trains biases in one
                 # adapter only (peft/tuners/tuners_utils.py, BaseTuner._check_new_adapter_config)
                 problems.append(f"load.bias={self.load.bias!r} with beta={beta}: PEFT lets one adapter train biases, and the "
@@ -503,14 +282,6 @@ class RunSettings:
         if key in {f.name for f in dataclasses.fields(self)} - {"load", "dataset", "heldout", "overrides"}:
             return dataclasses.replace(self, **{key: value})
         return dataclasses.replace(self, overrides={**self.overrides, **numbers_from_text({key: value})})
-
-
-def _whole(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]{0,95}(/[A-Za-z0-9][\w.-]{0,95})?")
@@ -663,7 +434,7 @@ def _field_problems(overrides: dict[str, Any]) -> list[str]:
 def _of_kind(value: Any, kind: type) -> bool:
     if kind is bool:
         return isinstance(value, bool)
-    return _whole(value) if kind is int else _number(value)
+    return is_whole(value) if kind is int else is_number(value)
 
 
 def grpo_config_kinds() -> dict[str, type]:
@@ -686,20 +457,20 @@ def _option_problems(o: dict[str, Any]) -> list[str]:
         problems.append(f"num_generations={g!r}: GRPO compares completions within a group, so use 2 or more (4-16 is usual)")
         g = None
     steps = o.get("max_steps", -1)
-    if steps is None or (_whole(steps) and steps != -1 and steps < 1):
+    if steps is None or (is_whole(steps) and steps != -1 and steps < 1):
         problems.append(f"max_steps={steps!r}: give a positive number of steps, or -1 to train for num_train_epochs")
     for key, low, fix in (("per_device_train_batch_size", 1, "completions per device per step"),
                           ("gradient_accumulation_steps", 1, "steps to accumulate"), ("save_steps", 0, "steps between saves"),
                           ("logging_steps", 0, "steps between log lines"), ("num_train_epochs", 0, "epochs")):
-        if _number(o.get(key)) and not (o[key] >= low if low else o[key] > 0):
+        if is_number(o.get(key)) and not (o[key] >= low if low else o[key] > 0):
             problems.append(f"{key}={o[key]!r}: give the {fix}, {'1 or more' if low else 'more than 0'}")
-    if _number(o.get("temperature")) and o["temperature"] <= 0:
+    if is_number(o.get("temperature")) and o["temperature"] <= 0:
         problems.append(f"temperature={o['temperature']!r}: GRPO samples its groups, so give a temperature above 0 (1.0 is usual)")
-    if _whole(o.get("top_k")) and o["top_k"] < 0:
+    if is_whole(o.get("top_k")) and o["top_k"] < 0:
         problems.append(f"top_k={o['top_k']!r}: give how many of the likeliest tokens to sample from, or 0 (or -1) for all")
-    if _number(o.get("min_p")) and not 0 <= o["min_p"] <= 1:
+    if is_number(o.get("min_p")) and not 0 <= o["min_p"] <= 1:
         problems.append(f"min_p={o['min_p']!r}: give a probability from 0 to 1 (0.1 is usual), or null for none")
-    if _number(o.get("top_p")) and not 0 < o["top_p"] <= 1:
+    if is_number(o.get("top_p")) and not 0 < o["top_p"] <= 1:
         problems.append(f"top_p={o['top_p']!r}: give a probability mass in (0, 1]")
     beta = o.get("beta", 0.0)
     if beta is None or beta < 0:
@@ -735,57 +506,12 @@ def _option_problems(o: dict[str, Any]) -> list[str]:
     return problems
 
 
-def trl_defaults() -> dict[str, Any]:
-    """TRL's own GRPOConfig defaults, read from TRL's class even where Unsloth's generated subclass replaced
-    ``trl.GRPOConfig`` (its defaults differ: docs/architecture.md)."""
-    from trl import GRPOConfig
-
-    cls = next(c for c in GRPOConfig.__mro__ if c.__module__.startswith("trl."))
-    defaults = {}
-    for f in dataclasses.fields(cls):
-        if f.init:
-            defaults[f.name] = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
-    return defaults
-
-
-def machine_values(preset: str) -> dict[str, Any]:
-    """What ``preset="trl"`` needs on this machine to mean TRL's defaults and train: TRL's values pinned where the
-    installed GRPOConfig is Unsloth's (its defaults differ), and on a machine without a GPU use_cpu=True, bf16=False
-    (TRL turns bf16=None into bf16=True, which the Trainer cannot train with on a CPU). Other presets set these
-    themselves."""
-    if preset_name(preset) != TRL_PRESET:
-        return {}
-    import inspect
-
-    from trl import GRPOConfig
-
-    # Unsloth's generated class states its defaults in its __init__'s signature (unsloth/models/rl.py)
-    active = {name: p.default for name, p in inspect.signature(GRPOConfig.__init__).parameters.items()
-              if p.default is not inspect.Parameter.empty}
-    # loss_type=None is Unsloth's sentinel for TRL's 'dapo', while an explicit 'dapo' brings DAPO's epsilon_high=0.28
-    # (rl.py, "Resolve the None loss_type / beta sentinels"): left unpinned, as config_from_dict leaves it out
-    values = {key: value for key, value in trl_defaults().items() if key in active and active[key] != value and key != "loss_type"}
-    return {**values, **cpu_values(preset)}
-
-
-def cpu_values(preset: str) -> dict[str, Any]:
-    """use_cpu=True, bf16=False for ``preset="trl"`` on a machine without a GPU (see :func:`machine_values`)."""
-    import torch
-
-    return {"use_cpu": True, "bf16": False} if preset_name(preset) == TRL_PRESET and not torch.cuda.is_available() else {}
-
-
-def _options(preset: str, overrides: dict[str, Any]) -> dict[str, Any]:
-    name = preset_name(preset)
-    return {**preset_values(name), **machine_values(name), **overrides}
-
-
 def _config_problems(preset: str, overrides: dict[str, Any]) -> list[str]:
     problems = [] if preset_name(preset) in TRAINING_PRESETS else [
         f"unknown preset {preset!r}{did_you_mean(preset, TRAINING_PRESETS)}; choose one of {_presets()}"]
     ported = port_overrides(preset, overrides)
     problems += ported.problems + _field_problems(ported.overrides)
-    return problems or _option_problems(_options(preset, ported.overrides))
+    return problems or _option_problems(preset_options(preset, ported.overrides))
 
 
 def resolve_options(preset: str = "auto", **overrides: Any) -> dict[str, Any]:
@@ -795,55 +521,7 @@ def resolve_options(preset: str = "auto", **overrides: Any) -> dict[str, Any]:
     problems = _config_problems(preset, overrides)
     if problems:
         raise ConfigError("\n".join(problems))
-    return _options(preset, port_overrides(preset, overrides).overrides)
-
-
-def option_sources(preset: str, ported: Ported, chosen: dict[str, Any] | None = None) -> dict[str, str]:
-    """Where each GRPOConfig value a run trains with came from: ``user`` (asked for, translated ones included),
-    ``batch rule`` (:func:`_batch_rule`), ``machine`` (what this machine needs: vLLM's engine, a trl run on a CPU),
-    ``preset`` (its values and grpo-lite's BASE), else ``trl`` (TRL's default)."""
-    name = preset_name(preset)
-    sources = dict.fromkeys(trl_defaults(), "trl")
-    sources.update(dict.fromkeys(preset_values(name), "preset"))
-    sources.update(dict.fromkeys(machine_values(name), "preset"))  # TRL's values, pinned against Unsloth's class
-    sources.update(dict.fromkeys([*cpu_values(name), *(chosen or {})], "machine"))
-    sources.update(dict.fromkeys(ported.overrides, "user"))
-    sources.update(dict.fromkeys(ported.adjusted, "batch rule"))
-    return sources
-
-
-def preset_changes(preset: str, ported: Ported, options: dict[str, Any], sources: dict[str, str]) -> list[tuple[str, Any, Any, str]]:
-    """(field, TRL's default, the value used, why) for each field the user did not set whose value differs from TRL's
-    GRPOConfig default: what train() says first."""
-    from .presets import preset_reason
-
-    name, defaults = preset_name(preset), trl_defaults()
-    rows = []
-    for key, value in options.items():
-        source = sources.get(key)
-        if key in ported.asked or source is None or key not in defaults or value == defaults[key]:
-            continue
-        why = {"machine": "this machine", "batch rule": "whole groups of num_generations"}.get(source) or preset_reason(name, key)
-        if key in cpu_values(name):
-            why = "no GPU here: TRL's bf16=None means bf16, which needs one"
-        elif source == "machine":
-            why = "this machine's model carries a vLLM engine"
-        rows.append((key, defaults[key], value, why))
-    return rows
-
-
-def changes_table(rows: list[tuple[str, Any, Any, str]], preset: str) -> str:
-    """The rows of :func:`preset_changes` as one short table, or one line when the run trains with TRL's defaults."""
-    name = preset_name(preset)
-    if not rows:
-        return f"preset {name}: every GRPOConfig value you did not set is TRL's default"
-    width = [max(len(str(row[i])) for row in [("field", "TRL default", "used", "why"), *rows]) for i in range(3)]
-    head = (f"preset {name}: TRL's GRPOConfig defaults, except:" if name == TRL_PRESET else
-            f"preset {name} changes {len(rows)} of TRL's GRPOConfig defaults you did not set (preset='{TRL_PRESET}' keeps them):")
-    lines = [head,
-             f"  {'field':<{width[0]}}  {'TRL default':<{width[1]}}  {'used':<{width[2]}}  why"]
-    lines += [f"  {key:<{width[0]}}  {default!s:<{width[1]}}  {value!s:<{width[2]}}  {why}" for key, default, value, why in rows]
-    return "\n".join(lines)
+    return preset_options(preset, port_overrides(preset, overrides).overrides)
 
 
 def field_help() -> str:

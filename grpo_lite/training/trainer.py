@@ -49,21 +49,11 @@ from ..monitor.samples import SampleLog
 from ..run.callbacks import attach_all
 from ..run.config import config_to_dict, make_config
 from ..run.files import RUN_FILE
+from ..run.porting import changes_table, option_sources, port_overrides, preset_changes, sampling_values
 from ..run.presets import preset_name
 from ..run.record import RunRecord, reward_reference
 from ..run.resume import resume_checkpoint
-from ..run.settings import (
-    REWARD_TIMEOUT,
-    ConfigError,
-    Heldout,
-    RunSettings,
-    changes_table,
-    option_sources,
-    port_overrides,
-    preset_changes,
-    resolve_options,
-    sampling_values,
-)
+from ..run.settings import REWARD_TIMEOUT, ConfigError, Heldout, RunSettings, resolve_options
 from ..run.stopping import InterruptStops, StopSwitch
 from .trl_compat import generate_with_tokenizer
 

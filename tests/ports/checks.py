@@ -4,12 +4,12 @@ announced), and every value the preset sets that differs from TRL's default is i
 import dataclasses
 import re
 
+from grpo_lite.run.porting import TRANSLATED_FIELDS
 from grpo_lite.run.record import read_run
-from grpo_lite.run.settings import TRANSLATED_FIELDS
 
 
 def changes_table(err: str) -> dict[str, list[str]]:
-    """The preset-changes table train() prints first: field -> [TRL default, used, why] (as in tests/test_porting.py)."""
+    """The preset-changes table train() prints first: field -> [TRL default, used, why]."""
     lines = err.split("grpo-lite: preset ", 1)[1].splitlines()[1:]
     assert lines[0].split() == ["field", "TRL", "default", "used", "why"]
     rows = {}

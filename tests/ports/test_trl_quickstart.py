@@ -24,7 +24,7 @@ from datasets import Dataset
 from trl.rewards import accuracy_reward  # TRL's own reward, as the quick start imports it
 
 from grpo_lite import train
-from grpo_lite.run.settings import trl_defaults
+from grpo_lite.run.presets import trl_defaults
 
 from .checks import changes_table, check_port
 
