@@ -76,5 +76,6 @@ def run_recipe(settings: RunSettings, *, output_dir: str | Path | None = None, c
     heldout = settings.heldout
     if heldout is not None and heldout.data is not None:
         heldout = dataclasses.replace(heldout, data=rows(heldout.data))
-    return train_run(model, tokenizer, rows(settings.dataset),
-                     dataclasses.replace(settings, heldout=heldout), callbacks=callbacks, resume=resume)
+    # the rows go on loaded: the settings no longer name the files, which validate() above has read already
+    return train_run(model, tokenizer, rows(settings.dataset), dataclasses.replace(settings, dataset=None, heldout=heldout),
+                     callbacks=callbacks, resume=resume)

@@ -39,6 +39,7 @@ LORA_TARGET_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_
 BACKEND_CHOICES = ("auto", "unsloth", "transformers", "cpu")
 RECORD_ONLY = ("chosen", "grpo_config")  # what run.yaml holds beyond the settings: never part of a recipe
 
+
 class ConfigError(UserError, ValueError):
     """An invalid run setting; the message names each setting to change and how."""
 

@@ -6,16 +6,16 @@ checkpoint when resuming); save. The callbacks run in this order (the list in ``
 that sets it; the user's ``callbacks`` come after grpo-lite's, before the StopSwitch); what each does, and
 the files it writes, is in its module:
 
-    InvariantChecks     grpo_lite.monitor.invariants GRPO invariants into each step's logs
-    MetricsLog          grpo_lite.monitor.metrics    each step -> metrics.jsonl
-    SampleLog           grpo_lite.monitor.samples    each completion, scored -> samples.jsonl
-    RewardFailureStop   grpo_lite.guards.reward_calls       stop when a reward keeps failing
-    NaNStop             grpo_lite.guards.nan          stop, without saving, at a NaN loss or gradient
-    InterruptStops      grpo_lite.run.stopping           Ctrl-C stops after the step
-    LiveDashboard       grpo_lite.monitor.dashboard  charts, samples, health warnings, Stop button
-    HeldoutEvaluation   grpo_lite.evaluation.heldout            held-out scores before and after -> eval.json
+    InvariantChecks     grpo_lite.monitor.invariants   GRPO invariants into each step's logs
+    MetricsLog          grpo_lite.monitor.metrics      each step -> metrics.jsonl
+    SampleLog           grpo_lite.monitor.samples      each completion, scored -> samples.jsonl
+    RewardFailureStop   grpo_lite.guards.reward_calls  stop when a reward keeps failing
+    NaNStop             grpo_lite.guards.nan           stop, without saving, at a NaN loss or gradient
+    InterruptStops      grpo_lite.run.stopping         Ctrl-C stops after the step
+    LiveDashboard       grpo_lite.monitor.dashboard    charts, samples, health warnings, Stop button
+    HeldoutEvaluation   grpo_lite.evaluation.heldout   held-out scores before and after -> eval.json
     (the user's callbacks)
-    StopSwitch          grpo_lite.run.stopping           the one way a run ends early, with a checkpoint
+    StopSwitch          grpo_lite.run.stopping         the one way a run ends early, with a checkpoint
 
 Each callback that is a :class:`~grpo_lite.run.callbacks.RunCallback` (grpo-lite's and the user's alike) is
 attached to the trainer once it exists and closed when training ends, however it ends.
@@ -105,9 +105,7 @@ def _check_one_batch(dataset, config) -> None:
 
 def _drop_long_prompts(dataset, tokenizer, max_prompt_tokens: int):
     """The rows whose prompt is at most ``max_prompt_tokens`` tokens (``max_prompt_length``, carried over), measured as
-    ``prepare_dataset(..., max_prompt_tokens=N)`` measures them; none left is refused by :func:`_check_dataset`."""
-    if not hasattr(dataset, "column_names") or "prompt" not in dataset.column_names or len(dataset) == 0:
-        return dataset  # _check_dataset names what is wrong
+    ``prepare_dataset(..., max_prompt_tokens=N)`` measures them."""
     lengths = prompt_lengths(dataset, tokenizer)
     keep = [i for i, n in enumerate(lengths) if n <= max_prompt_tokens]
     if len(keep) < len(lengths):
@@ -215,7 +213,7 @@ def train(
 
 
 def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Sequence[TrainerCallback] = (),
-                 resume: bool = False, dashboard: Any = True) -> TrainResult:
+              resume: bool = False, dashboard: Any = True) -> TrainResult:
     """:func:`train` for a run given as one :class:`RunSettings`, whose ``heldout.data`` is a prepared dataset."""
     settings.validate(model_loaded=True)
     output_dir = Path(settings.output_dir or "outputs/grpo-lite")
@@ -234,9 +232,10 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
         logger.info(changes_table(preset_changes(settings.preset, ported, options, sources), settings.preset))
         for note in ported.notes:
             logger.info(note)
+    _check_dataset(dataset)
     if ported.max_prompt_tokens is not None:
         dataset = _drop_long_prompts(dataset, tokenizer, ported.max_prompt_tokens)
-    _check_dataset(dataset)
+        _check_dataset(dataset)  # none left
     _check_one_batch(dataset, config)
     _check_sequence_length(model, tokenizer, dataset, config)
     heldout = settings.heldout if settings.heldout is not None and settings.heldout.data is not None else None
