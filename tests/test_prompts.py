@@ -150,6 +150,21 @@ def test_a_qwen3_run_with_thinking_off_asks_the_same_prompt_in_training_generate
     assert yaml.safe_load((tmp_path / "run" / RUN_FILE).read_text())["chat_template_kwargs"] == THINKING_OFF
 
 
+def test_the_length_checks_count_the_prompt_training_renders(family_dirs, tmp_path):
+    """Thinking off adds an empty think block to Qwen3's prompt: prepare_dataset's lengths and train()'s max_seq_length
+    check count it, as TRL renders it."""
+    from grpo_lite.data.prepare import prompt_lengths
+
+    model, tokenizer = load(family_dirs, "qwen3")
+    dataset = prepare_dataset(ROWS, tokenizer=tokenizer, chat_template_kwargs=THINKING_OFF)
+    with_think_block = prompt_lengths(dataset, tokenizer, THINKING_OFF)
+    assert with_think_block == [n + len(tokenizer("<think>\n\n</think>\n\n")["input_ids"])
+                                for n in prompt_lengths(dataset, tokenizer, {})]
+    model, tokenizer = load(family_dirs, "qwen3", max_seq_length=max(with_think_block) + ONE_STEP["max_completion_length"] - 1)
+    with pytest.raises(ConfigError, match=rf"the longest prompt \({max(with_think_block)} tokens\)"):
+        train(model, tokenizer, dataset, [characters_reward], output_dir=tmp_path, chat_template_kwargs=THINKING_OFF, **ONE_STEP)
+
+
 def test_chat_template_kwargs_travel_with_the_run_and_a_resume_must_keep_them(family_dirs, tmp_path):
     from grpo_lite.launch.kit import write_launch_kit
     from grpo_lite.monitor.show import show_run
