@@ -223,7 +223,10 @@ def test_load_model_gives_unsloth_only_options_its_loaders_name(tmp_path, tiny_m
     vllm = {"max_lora_rank": 8, "gpu_memory_utilization": 0.6} if fast_inference else {}
     assert {key: loaded[key] for key in ("max_lora_rank", "gpu_memory_utilization") if key in loaded} == vllm
     assert peft["r"] == 8 and peft["lora_alpha"] == 16 and peft["random_state"] == 7
-    assert peft["use_gradient_checkpointing"] == "unsloth" and set(peft["target_modules"]) == set(models.LORA_TARGET_MODULES)
+    # the default, "all-linear", reaches get_peft_model as the model's linear layers but lm_head: Unsloth hands a list of
+    # names to PEFT as it is, with every LoRA option (unsloth/models/llama.py, get_peft_model's accepted_modules)
+    assert models.LORA_TARGET_MODULES == "all-linear" and peft["use_gradient_checkpointing"] == "unsloth"
+    assert peft["target_modules"] == ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
     assert models.loaded_as(model).backend.fast_inference is fast_inference
     # the LoRA options users bring reach get_peft_model as given (each is one of its named parameters, checked above)
     assert {key: peft[key] for key in lora_options} == lora_options

@@ -15,8 +15,8 @@ from typing import Any
 
 from rewards.extract import gold_text
 
-from ..errors import UserError
 from ..log import logger
+from .prompts import DatasetError, fit_dataset, prompt_token_ids
 
 REASONING_SYSTEM_PROMPT = (
     "Respond in the following format:\n"
@@ -25,10 +25,6 @@ REASONING_SYSTEM_PROMPT = (
 )
 
 BUILTIN_DATASETS = Path(__file__).parents[1] / "assets" / "datasets"
-
-
-class DatasetError(UserError, ValueError):
-    """The data cannot become GRPO prompts; the message names the row and column and how to fix it."""
 
 
 def load_rows(source: Any):
@@ -139,6 +135,8 @@ def prepare_dataset(
     tokenizer: Any = None,
     max_prompt_tokens: int | None = None,
     on_long_prompt: str = "drop",
+    chat_template_kwargs: dict[str, Any] | None = None,
+    fold_system_prompt: bool = True,
 ):
     """Turn rows into a GRPO dataset with a chat ``prompt`` column and a gold ``answer`` column.
 
@@ -151,10 +149,16 @@ def prepare_dataset(
             written for it (TRL's and open-r1's ``accuracy_reward(completions, solution, **kwargs)``) reads it.
             ``None`` when the task has no gold answer (e.g. code tests).
         system_prompt: system message put before every question; ``None`` for none.
-        tokenizer: when given, prompt lengths are measured with its chat template and reported.
+        tokenizer: when given, each prompt is rendered with its chat template (grpo_lite.data.prompts), as training
+            renders it: a system prompt the template cannot render is folded into the first user turn (said), and
+            prompt lengths are measured and reported.
         max_prompt_tokens: with a tokenizer, prompts longer than this are dropped (``on_long_prompt="drop"``)
             or rejected with an error naming the first one (``"error"``). GRPOConfig has no
             ``max_prompt_length`` any more, so this is where long prompts are handled.
+        chat_template_kwargs: the chat template's keyword arguments the run trains with (Qwen3's
+            ``{"enable_thinking": False}``), for measuring prompts as training renders them.
+        fold_system_prompt: with a tokenizer whose chat template rejects or drops a system turn (Gemma 2, Mistral
+            v0.1, Phi-3-mini), ``False`` refuses the data instead of folding the system prompt into the question.
 
     Every other column is kept under its own name, the question's too: GRPOTrainer passes them to reward
     functions as keyword arguments, as it would have without grpo-lite.
@@ -221,7 +225,8 @@ def prepare_dataset(
         if max_prompt_tokens is not None:
             raise DatasetError("max_prompt_tokens needs a tokenizer: pass tokenizer=... to measure prompt lengths")
         return prepared
-    lengths = prompt_lengths(prepared, tokenizer)
+    prepared = fit_dataset(prepared, tokenizer, chat_template_kwargs, fold_system_prompt=fold_system_prompt)
+    lengths = prompt_lengths(prepared, tokenizer, chat_template_kwargs)
     logger.info(describe_lengths(lengths))
     if max_prompt_tokens is None:
         return prepared
@@ -245,12 +250,9 @@ def prepare_dataset(
     return prepared
 
 
-def prompt_lengths(dataset, tokenizer) -> list[int]:
-    """Token count of each row's prompt after the chat template, generation prompt included."""
-    return [
-        len(tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"])
-        for messages in dataset["prompt"]
-    ]
+def prompt_lengths(dataset, tokenizer, chat_template_kwargs: dict[str, Any] | None = None) -> list[int]:
+    """Token count of each row's prompt as training renders it (grpo_lite.data.prompts), generation prompt included."""
+    return [len(prompt_token_ids(tokenizer, prompt, chat_template_kwargs)) for prompt in dataset["prompt"]]
 
 
 def describe_lengths(lengths: list[int]) -> str:

@@ -294,6 +294,7 @@ def preview(
     greedy: bool = True,
     batch_size: int = 16,
     seed: int = 0,
+    chat_template_kwargs: dict[str, Any] | None = None,
     **overrides: Any,
 ) -> PreviewReport:
     """Sample ``num_generations`` completions for each of the first ``n_prompts`` rows of ``dataset`` (a
@@ -302,7 +303,9 @@ def preview(
     Sampling and advantage settings are the run's: ``preset`` and ``overrides`` are those you would give
     ``train`` (``temperature``, ``top_p``, ``top_k``, ``min_p``, ``repetition_penalty``, ``scale_rewards``,
     ``reward_weights``, ...); ``max_completion_length`` defaults to the preset's. With
-    ``greedy``, one greedy completion per prompt gives the greedy accuracy pass@k is compared with.
+    ``greedy``, one greedy completion per prompt gives the greedy accuracy pass@k is compared with. Prompts are rendered
+    as training renders them, with ``chat_template_kwargs`` (``None``: those the last ``train()`` with this tokenizer
+    used; see :func:`grpo_lite.generate`).
 
     Example::
 
@@ -323,7 +326,8 @@ def preview(
         settings["max_completion_length"] = max_completion_length
     chosen = [dict(row) for row in dataset.select(range(min(n_prompts, len(dataset))))]
     prompts = [row["prompt"] for row in chosen]
-    options = dict(max_completion_length=settings["max_completion_length"], batch_size=batch_size)
+    options = dict(max_completion_length=settings["max_completion_length"], batch_size=batch_size,
+                   chat_template_kwargs=chat_template_kwargs)
     with torch.random.fork_rng():  # seeded, and the caller's random stream left as it was
         torch.manual_seed(seed)
         completions = sample(model, tokenizer, prompts, do_sample=True, num_return_sequences=num_generations,

@@ -30,14 +30,15 @@ class HeldoutEvaluation(TrainerCallback):
     """Evaluates ``dataset`` (its first ``heldout_n`` rows) with ``rewards`` when training begins and ends."""
 
     def __init__(self, tokenizer, dataset, rewards: Any, output_dir: str | Path, *, heldout_n: int | None = 200,
-                 heldout_samples: int = 1, temperature: float = 1.0, max_completion_length: int = 128):
+                 heldout_samples: int = 1, temperature: float = 1.0, max_completion_length: int = 128,
+                 chat_template_kwargs: dict[str, Any] | None = None):
         check_heldout(dataset)
         self.tokenizer = tokenizer
         self.dataset = dataset
         self.rewards = rewards
         self.path = Path(output_dir) / EVAL_FILE
         self.options = dict(heldout_n=heldout_n, heldout_samples=heldout_samples, temperature=temperature,
-                            max_completion_length=max_completion_length)
+                            max_completion_length=max_completion_length, chat_template_kwargs=dict(chat_template_kwargs or {}))
         self.before = None
         self.comparison: Comparison | None = None
 

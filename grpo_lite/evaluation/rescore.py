@@ -21,6 +21,7 @@ from rewards.diagnoses import TIE, Finding, finding, is_no_signal
 from rewards.display import RichReport
 
 from ..data.prepare import DatasetError
+from ..data.prompts import FOLD_SEPARATOR
 from ..monitor.samples import question_of, read_samples
 from ..run.files import RUN_FILE
 from ..run.record import read_run
@@ -100,6 +101,19 @@ def _columns_by_question(dataset, question: str) -> dict[str, dict[str, Any]]:
     return found
 
 
+def _dataset_question(columns: dict[str, dict[str, Any]], question: str) -> str | None:
+    """The dataset's key for a logged question: the question itself, or, where training folded the system prompt into
+    the question (a chat template without a system turn, grpo_lite.data.prompts), the question after the system text."""
+    if question in columns:
+        return question
+    start = question.find(FOLD_SEPARATOR)
+    while start >= 0:
+        if question[start + len(FOLD_SEPARATOR):] in columns:
+            return question[start + len(FOLD_SEPARATOR):]
+        start = question.find(FOLD_SEPARATOR, start + 1)
+    return None
+
+
 def rescore_run(output_dir: str | Path, rewards: Any, dataset: Any = None, *, question: str = "question") -> RescoreReport:
     """Score the completions in ``output_dir``'s samples.jsonl with ``rewards`` and compare their advantages.
 
@@ -127,9 +141,10 @@ def rescore_run(output_dir: str | Path, rewards: Any, dataset: Any = None, *, qu
         lab_rows = []
         for s in batch:
             key = question_of(s["prompt"])
-            if columns and key not in columns:
+            found = _dataset_question(columns, key)
+            if columns and found is None:
                 missing.add(key)
-            lab_rows.append({"prompt": s["prompt"], "completion": s["completion"], **columns.get(key, {})})
+            lab_rows.append({"prompt": s["prompt"], "completion": s["completion"], **columns.get(found, {})})
         if missing:
             raise DatasetError(f"rescore_run: {len(missing)} questions of samples.jsonl are not in the dataset, e.g. "
                              f"{next(iter(missing))[:80]!r}; pass the dataset the run trained on")

@@ -184,6 +184,7 @@ def evaluate(
     correctness: Callable | None = None,
     format_reward: Callable | None = None,
     progress: str | None = "evaluating",
+    chat_template_kwargs: dict[str, Any] | None = None,
 ) -> EvalReport:
     """Evaluate ``model`` on the first ``heldout_n`` rows of a ``prepare_dataset`` dataset (``prompt`` and ``answer``).
 
@@ -194,7 +195,8 @@ def evaluate(
 
     Accuracy and format rate use one greedy completion per row; ``heldout_samples > 1`` also draws that many
     completions at ``temperature`` (seeded by ``seed``) for pass@k. ``progress`` labels the progress bars over
-    the prompts (None: no bars).
+    the prompts (None: no bars). Prompts are rendered as training renders them, with ``chat_template_kwargs`` (``None``:
+    those the last ``train()`` with this tokenizer used; see :func:`grpo_lite.generate`).
     """
     import torch
 
@@ -204,7 +206,7 @@ def evaluate(
     if "prompt" not in rows[0]:
         raise DatasetError("evaluate: the dataset has no 'prompt' column; build it with grpo_lite.prepare_dataset")
     prompts = [row["prompt"] for row in rows]
-    options = dict(max_completion_length=max_completion_length, batch_size=batch_size)
+    options = dict(max_completion_length=max_completion_length, batch_size=batch_size, chat_template_kwargs=chat_template_kwargs)
     label = (lambda what: f"{progress}: {what}") if progress is not None else (lambda what: None)
     greedy = sample(model, tokenizer, prompts, progress=label("greedy"), **options)
     sampled = None

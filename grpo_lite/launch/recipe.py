@@ -9,6 +9,7 @@
     preset: auto
     output_dir: outputs/run
     reward_timeout: 600             # optional: seconds one reward call may take (null: no limit)
+    chat_template_kwargs: {enable_thinking: false}   # optional: for the chat template, in training and after (Qwen3)
     heldout: {path: test.jsonl, question: question, answer: answer, n: 200, samples: 4}
                                     # optional: n rows evaluated before and after; samples: 4 adds pass@k
     overrides: {max_steps: 20, num_generations: 4}
@@ -71,7 +72,8 @@ def run_recipe(settings: RunSettings, *, output_dir: str | Path | None = None, c
         if spec.pop("prepared", False):
             return load_rows(spec["path"])
         source = load_builtin(spec.pop("builtin")) if "builtin" in spec else spec.pop("path")
-        return prepare_dataset(source, tokenizer=tokenizer, **spec)
+        rendering = {"chat_template_kwargs": settings.chat_template_kwargs, "fold_system_prompt": settings.fold_system_prompt}
+        return prepare_dataset(source, tokenizer=tokenizer, **{**rendering, **spec})
 
     heldout = settings.heldout
     if heldout is not None and heldout.data is not None:

@@ -14,15 +14,17 @@ from typing import Any
 
 import torch
 
+from ..data.prompts import is_chat, render_prompt, template_kwargs
 
-def _prompt_texts(tokenizer, prompts_or_messages: Sequence[Any]) -> list[str]:
-    """Chat message lists go through the chat template, ready for the assistant's turn; strings stay as they are."""
+
+def _prompt_texts(tokenizer, prompts_or_messages: Sequence[Any], chat_template_kwargs: dict[str, Any] | None) -> list[str]:
+    """Chat message lists rendered as training renders them (grpo_lite.data.prompts), ready for the assistant's turn;
+    strings stay as they are."""
+    kwargs = template_kwargs(tokenizer, chat_template_kwargs)
     texts = []
     for i, item in enumerate(prompts_or_messages):
-        if isinstance(item, str):
-            texts.append(item)
-        elif isinstance(item, (list, tuple)) and all(isinstance(m, dict) and "role" in m for m in item):
-            texts.append(tokenizer.apply_chat_template(list(item), tokenize=False, add_generation_prompt=True))
+        if isinstance(item, str) or is_chat(item):
+            texts.append(render_prompt(tokenizer, item, kwargs))
         else:
             raise TypeError(
                 f"generate: prompt {i} is a {type(item).__name__}; pass a string or a list of chat messages "
@@ -153,6 +155,7 @@ def sample(
     adapter: bool = True,
     batch_size: int = 16,
     progress: str | None = None,
+    chat_template_kwargs: dict[str, Any] | None = None,
 ) -> list[Completion]:
     """:func:`generate`, with each completion's token ids and whether it hit ``max_completion_length``.
 
@@ -169,7 +172,7 @@ def sample(
     if not adapter and not vllm and not hasattr(model, "disable_adapter"):
         raise ValueError(f"generate: adapter=False, but this {type(model).__name__} has no LoRA adapter to turn off (a merged or "
                          "fully trained model has no base model left in it)")
-    texts = _prompt_texts(tokenizer, prompts_or_messages)
+    texts = _prompt_texts(tokenizer, prompts_or_messages, chat_template_kwargs)
     options = dict(max_completion_length=max_completion_length, do_sample=do_sample, num_return_sequences=num_return_sequences,
                    temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p, repetition_penalty=repetition_penalty,
                    seed=seed, adapter=adapter, progress=progress)
@@ -195,6 +198,7 @@ def generate(
     num_return_sequences: int = 1,
     batch_size: int = 16,
     progress: str | None = None,
+    chat_template_kwargs: dict[str, Any] | None = None,
 ) -> list[str]:
     """The completions of each prompt, ``num_return_sequences`` per prompt in prompt order.
 
@@ -213,10 +217,13 @@ def generate(
         before = generate(model, tokenizer, prompts, adapter=False)
         after = generate(model, tokenizer, prompts)
 
-    ``progress``: a label to show a progress bar over the prompts under.
+    ``progress``: a label to show a progress bar over the prompts under. Chat prompts are rendered as training renders
+    them (grpo_lite.data.prompts): a system turn the template cannot render is folded into the first user turn, and
+    ``chat_template_kwargs`` (Qwen3's ``{"enable_thinking": False}``) go to the chat template; ``None``: those the last
+    ``train()`` with this tokenizer used, so the model is asked what it trained on.
     """
     completions = sample(model, tokenizer, prompts_or_messages, max_completion_length=max_completion_length, do_sample=do_sample,
                          temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p, repetition_penalty=repetition_penalty,
                          seed=seed, adapter=adapter, num_return_sequences=num_return_sequences,
-                         batch_size=batch_size, progress=progress)
+                         batch_size=batch_size, progress=progress, chat_template_kwargs=chat_template_kwargs)
     return [completion.text for completion in completions]

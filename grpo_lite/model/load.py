@@ -22,6 +22,7 @@ from ..errors import UserError
 from ..log import logger
 from ..machine.device import cuda_available, half_dtype, installed, vllm_usable
 from ..run.settings import BACKEND_CHOICES, LORA_TARGET_MODULES, ConfigError, LoadSettings, model_problems
+from .lora import adapted_layers, describe_lora, lora_targets
 
 DEFAULT_VLLM_SHARE = 0.5  # Unsloth's default gpu_memory_utilization, for models the planner cannot read
 
@@ -52,6 +53,7 @@ class LoadedModel:
     name: str
     settings: LoadSettings
     backend: Backend
+    lora_modules: tuple[str, ...] = ()  # the layers that carry LoRA, by leaf name
 
 
 _LOADED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> LoadedModel, gone with the model
@@ -160,7 +162,7 @@ def load_model(
     fast_inference: bool | str = "auto",
     lora_rank: int | None = 16,
     lora_alpha: int | None = None,
-    target_modules: str | tuple[str, ...] | list[str] = tuple(LORA_TARGET_MODULES),
+    target_modules: str | tuple[str, ...] | list[str] = LORA_TARGET_MODULES,
     gpu_memory_utilization: float | str = "auto",
     backend: str = "auto",
     seed: int = 3407,
@@ -180,7 +182,10 @@ def load_model(
     Returns ``(model, tokenizer)`` and logs which backend was used and why; :func:`loaded_as` gives the model's
     :class:`LoadedModel` (the name, the arguments as given, the backend), which :func:`grpo_lite.train` records in
     ``run.yaml``. ``lora_rank=None`` trains all weights (no LoRA).
-    ``lora_alpha`` defaults to ``2 * lora_rank``; ``seed`` seeds the adapters' initial weights.
+    ``lora_alpha`` defaults to ``2 * lora_rank``; ``seed`` seeds the adapters' initial weights. ``target_modules``:
+    ``"all-linear"`` (every linear layer but the output layer, whatever the family calls them: Phi's fused
+    ``qkv_proj`` and ``gate_up_proj`` too), or layer names, a name the model fuses carried over to its fused layer
+    (grpo_lite.model.lora); the log says which layers carry LoRA and which linear layers do not, and why.
     ``max_seq_length`` bounds prompt + completion: ``train`` refuses a longer run before it starts (Unsloth
     also sizes its RoPE cache and vLLM by it). ``fast_inference="auto"`` generates through vLLM when the
     Unsloth backend is chosen and a vLLM that TRL accepts is installed; ``gpu_memory_utilization="auto"``
@@ -237,7 +242,9 @@ def load_model(
         tokenizer = _with_chat_template(tokenizer, chat_template)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    _LOADED[model] = LoadedModel(model_name, settings, choice)
+    if lora_rank:
+        logger.info(describe_lora(model))
+    _LOADED[model] = LoadedModel(model_name, settings, choice, tuple(adapted_layers(model)) if lora_rank else ())
     return model, tokenizer
 
 
@@ -292,7 +299,7 @@ def _load_unsloth(model_name, choice, max_seq_length, lora_rank, alpha, target_m
             model,
             r=lora_rank,
             lora_alpha=alpha,
-            target_modules=target_modules if isinstance(target_modules, str) else list(target_modules),
+            target_modules=lora_targets(model, target_modules),
             use_gradient_checkpointing="unsloth",
             random_state=seed,
             **(lora_options or {}),  # each a named parameter of get_peft_model (unsloth/models/llama.py), with its default there
@@ -332,13 +339,7 @@ def _load_transformers(model_name, choice, lora_rank, alpha, target_modules, see
 
     if choice.load_in_4bit:
         model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=True)
-    present = {name.rsplit(".", 1)[-1] for name, _ in model.named_modules()}
-    targets = target_modules if isinstance(target_modules, str) else [m for m in target_modules if m in present]
-    if not targets:
-        raise BackendError(
-            f"none of the LoRA target modules {list(target_modules)} exist in {model_name}; "
-            f"pass target_modules=... (e.g. 'all-linear')"
-        )
+    targets = lora_targets(model, target_modules)
     options = {key: value for key, value in (lora_options or {}).items() if not (key == "ensure_weight_tying" and value is None)}
     lora = LoraConfig(r=lora_rank, lora_alpha=alpha, target_modules=targets, task_type="CAUSAL_LM", **options)
     with torch.random.fork_rng(devices=[]):  # the seed decides the adapters' initial weights, as Unsloth's random_state does

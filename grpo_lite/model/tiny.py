@@ -1,9 +1,12 @@
-"""Tiny offline models: a real Qwen2 causal LM small enough to GRPO-train on a laptop CPU.
+"""Tiny offline models: a real causal LM small enough to GRPO-train on a laptop CPU.
 
-Tests, notebooks in smoke mode and the demo cannot download weights, so they build one here: a
-Qwen2-architecture model with random weights, a byte-level tokenizer and a ChatML chat template,
-saved to a folder that ``transformers.AutoModelForCausalLM.from_pretrained`` and
-``grpo_lite.load_model`` both load. The same seed gives the same files.
+Tests, notebooks in smoke mode and the demo cannot download weights, so they build one here: a model with
+random weights, a byte-level tokenizer and a chat template, saved to a folder that
+``transformers.AutoModelForCausalLM.from_pretrained`` and ``grpo_lite.load_model`` both load. The same seed
+gives the same files. By default a Qwen2 with a ChatML template; ``family=`` builds the families users load
+(:data:`FAMILIES`: Llama 3.2, Qwen3, Gemma 2 and 3, Mistral, Phi-3, SmolLM2) with transformers' own classes,
+their layer layout (Phi-3's fused projections, Gemma's soft-capping and norms) and the special tokens their
+chat templates write, to carry the family's real ``chat_template``.
 
 ``like="qwen2.5-0.5b"`` builds the same with a real model's shape, vocabulary size included, for
 measuring speed and memory where there is no model hub (they do not depend on the weights' values).
@@ -17,7 +20,9 @@ import os
 import shutil
 import string
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 CHATML_TEMPLATE = (
     "{% for message in messages %}"
@@ -27,25 +32,63 @@ CHATML_TEMPLATE = (
 )
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+GEMMA_TOKENS = ("<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>")
 
 
-def build_tokenizer(vocab_size: int | None = None):
-    """A byte-level BPE tokenizer with no merges: every UTF-8 byte is one token.
+@dataclass(frozen=True)
+class Family:
+    """A model family as a tiny model of it is built: its transformers classes, the special tokens its chat template
+    writes (the first ids of the vocabulary), which of them end a turn, pad and begin a text (``bos``: the tokenizer
+    adds it, as the family's does), and its config's own settings."""
 
-    It has the shape of Qwen2's tokenizer (byte-level pre-tokenizer and decoder), so ``AutoTokenizer``,
-    which picks ``Qwen2Tokenizer`` for a Qwen2 folder, reads it back unchanged, and any text round-trips.
-    ``vocab_size`` pads the vocabulary with lowercase words ("aa", "ab", ...): encoding never produces them
-    (there are no merges), but every id a model of that vocabulary samples decodes to text.
+    config: str
+    model: str
+    specials: tuple[str, ...]
+    eos: str
+    pad: str | None = None
+    bos: str | None = None
+    tied: bool = True
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+FAMILIES = {
+    "qwen2": Family("Qwen2Config", "Qwen2ForCausalLM", tuple(SPECIAL_TOKENS), eos="<|im_end|>", pad="<|endoftext|>"),
+    "qwen3": Family("Qwen3Config", "Qwen3ForCausalLM", (*SPECIAL_TOKENS, "<think>", "</think>"), eos="<|im_end|>",
+                    pad="<|endoftext|>"),
+    "llama-3.2": Family("LlamaConfig", "LlamaForCausalLM", ("<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>",
+                        "<|end_header_id|>", "<|eot_id|>", "<|finetune_right_pad_id|>"), eos="<|eot_id|>",
+                        pad="<|finetune_right_pad_id|>", bos="<|begin_of_text|>"),
+    "smollm2": Family("LlamaConfig", "LlamaForCausalLM", tuple(SPECIAL_TOKENS), eos="<|im_end|>", pad="<|im_end|>"),
+    "gemma-2": Family("Gemma2Config", "Gemma2ForCausalLM", GEMMA_TOKENS, eos="<end_of_turn>", pad="<pad>", bos="<bos>",
+                      options={"query_pre_attn_scalar": 16, "sliding_window": 64}),
+    "gemma-3": Family("Gemma3TextConfig", "Gemma3ForCausalLM", GEMMA_TOKENS, eos="<end_of_turn>", pad="<pad>", bos="<bos>",
+                      options={"query_pre_attn_scalar": 16, "sliding_window": 64}),
+    "mistral": Family("MistralConfig", "MistralForCausalLM", ("<unk>", "<s>", "</s>"), eos="</s>", bos="<s>", tied=False),
+    "phi-3": Family("Phi3Config", "Phi3ForCausalLM", ("<unk>", "<s>", "</s>", "<|endoftext|>", "<|assistant|>", "<|system|>",
+                    "<|end|>", "<|user|>"), eos="<|end|>", pad="<|endoftext|>", bos="<s>", tied=False),
+}
+
+
+def build_tokenizer(vocab_size: int | None = None, *, family: str = "qwen2"):
+    """A byte-level BPE tokenizer with no merges: every UTF-8 byte is one token, after ``family``'s special tokens.
+
+    It has the shape of Qwen2's tokenizer (byte-level pre-tokenizer and decoder), so ``AutoTokenizer`` reads it back
+    unchanged, and any text round-trips. A family whose tokenizer begins each text with a token (Llama's
+    ``<|begin_of_text|>``, Gemma's ``<bos>``) adds it here too: a prompt whose chat template writes it already must be
+    tokenized without special tokens, as TRL tokenizes one. ``vocab_size`` pads the vocabulary with lowercase words ("aa",
+    "ab", ...): encoding never produces them (there are no merges), but every id a model of that vocabulary samples
+    decodes to text.
 
     >>> tokenizer = build_tokenizer(vocab_size=1000)
     >>> len(tokenizer), tokenizer.decode([999]), tokenizer.decode(tokenizer("2 + 2")["input_ids"])
     (1000, 'acm', '2 + 2')
     """
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
 
+    kind = FAMILIES[family]
     byte_symbols = sorted(pre_tokenizers.ByteLevel.alphabet(), key=ord)
-    tokens = SPECIAL_TOKENS + byte_symbols
+    tokens = list(kind.specials) + byte_symbols
     if vocab_size is not None:
         if vocab_size < len(tokens):
             raise ValueError(f"vocab_size={vocab_size}: the byte-level tokenizer needs at least {len(tokens)} tokens")
@@ -54,11 +97,14 @@ def build_tokenizer(vocab_size: int | None = None):
     core = Tokenizer(models.BPE(vocab=vocab, merges=[]))
     core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     core.decoder = decoders.ByteLevel()
+    if kind.bos is not None:
+        core.post_processor = processors.TemplateProcessing(single=f"{kind.bos} $A", pair=f"{kind.bos} $A {kind.bos} $B",
+                                                            special_tokens=[(kind.bos, vocab[kind.bos])])
+    named = {"eos_token": kind.eos, "pad_token": kind.pad, "bos_token": kind.bos}
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=core,
-        eos_token="<|im_end|>",
-        pad_token="<|endoftext|>",
-        additional_special_tokens=SPECIAL_TOKENS[1:],
+        **{key: token for key, token in named.items() if token is not None},
+        additional_special_tokens=[token for token in kind.specials if token not in (kind.pad, kind.bos)],
         model_max_length=4096,
     )
     tokenizer.chat_template = CHATML_TEMPLATE
@@ -75,6 +121,8 @@ def _words():
 def build_tiny_model(
     path: str | Path,
     *,
+    family: str = "qwen2",
+    chat_template: str | None = None,
     like: str | None = None,
     dtype: str = "float32",
     seed: int = 0,
@@ -85,7 +133,8 @@ def build_tiny_model(
     intermediate_size: int = 128,
     max_position_embeddings: int = 2048,
 ) -> Path:
-    """Write a random-weight Qwen2 model plus tokenizer to ``path`` and return the folder.
+    """Write a random-weight model of ``family`` (:data:`FAMILIES`; a Qwen2 by default) plus tokenizer to ``path`` and
+    return the folder. ``chat_template`` is the tokenizer's (default: ChatML): give a family its own.
 
     ``like`` names a model the memory planner knows (``"qwen2.5-0.5b"``, ``"qwen2.5-1.5b"``, ...; see
     :data:`grpo_lite.machine.planner.KNOWN_MODELS`): its shape and vocabulary size replace the size arguments.
@@ -98,19 +147,24 @@ def build_tiny_model(
     'qwen2'
     """
     import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
+    import transformers
 
+    if family not in FAMILIES:
+        raise ValueError(f"build_tiny_model: family={family!r}; use one of {', '.join(FAMILIES)}")
+    kind = FAMILIES[family]
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
-    vocab_size, head_dim, tied = None, hidden_size // num_heads, True
+    vocab_size, head_dim, tied = None, hidden_size // num_heads, kind.tied
     if like is not None:
         from ..machine.planner import model_shape
 
         shape = model_shape(like)
         hidden_size, num_layers, num_heads, num_kv_heads = shape.hidden, shape.layers, shape.heads, shape.kv_heads
         intermediate_size, vocab_size, head_dim, tied = shape.intermediate, shape.vocab, shape.head_dim, shape.tied
-    tokenizer = build_tokenizer(vocab_size)
-    config = Qwen2Config(
+    tokenizer = build_tokenizer(vocab_size, family=family)
+    if chat_template is not None:
+        tokenizer.chat_template = chat_template
+    config = getattr(transformers, kind.config)(
         vocab_size=len(tokenizer),
         hidden_size=hidden_size,
         intermediate_size=intermediate_size,
@@ -120,14 +174,15 @@ def build_tiny_model(
         head_dim=head_dim,
         max_position_embeddings=max_position_embeddings,
         tie_word_embeddings=tied,
-        bos_token_id=None,
+        bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
+        **kind.options,
     )
     # Seed a private generator state so building a model never disturbs the caller's RNG.
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = Qwen2ForCausalLM(config).to(getattr(torch, dtype))
+        model = getattr(transformers, kind.model)(config).to(getattr(torch, dtype))
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     # Files are written aside, then moved in one by one with os.replace: another process reading the folder
@@ -136,7 +191,7 @@ def build_tiny_model(
     try:
         model.save_pretrained(scratch)
         tokenizer.save_pretrained(scratch)
-        (scratch / "grpo_lite_tiny.json").write_text(json.dumps({"seed": seed, "kind": "random"}) + "\n")
+        (scratch / "grpo_lite_tiny.json").write_text(json.dumps({"seed": seed, "kind": "random", "family": family}) + "\n")
         for file in sorted(scratch.iterdir(), key=lambda f: f.name == "config.json"):  # config.json last
             os.replace(file, path / file.name)
     finally:

@@ -52,6 +52,13 @@ def duration(seconds: float) -> str:
     return f"{hours}:{minutes:02d}:{seconds:02d}" if hours else f"{minutes}:{seconds:02d}"
 
 
+def template_header(chat_template_kwargs: dict[str, Any] | None) -> dict[str, str]:
+    """The header's entry for the chat template's keyword arguments a run renders its prompts with, if any."""
+    if not chat_template_kwargs:
+        return {}
+    return {"chat template": ", ".join(f"{key}={value!r}" for key, value in chat_template_kwargs.items())}
+
+
 class LiveDashboard(RunCallback):
     """A ``TrainerCallback`` drawing the run's dashboard; see the module docstring.
 
@@ -142,7 +149,8 @@ class LiveDashboard(RunCallback):
             self.health.update(record)
         loaded = loaded_as(model)
         name = str(getattr(getattr(model, "config", None), "_name_or_path", "") or type(model).__name__)
-        self.header = {"model": Path(name).name or name, "backend": loaded.backend.name if loaded else "transformers"}
+        self.header = {"model": Path(name).name or name, "backend": loaded.backend.name if loaded else "transformers",
+                       **template_header(getattr(args, "chat_template_kwargs", None))}
         self._train_start = time.perf_counter()
         self._trained_until = None
         self._start_step = state.global_step

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..run.files import RUN_FILE
 from ..run.record import read_run
-from .dashboard import LiveDashboard, duration
+from .dashboard import LiveDashboard, duration, template_header
 from .health import HealthMonitor
 from .metrics import read_metrics
 from .samples import read_samples
@@ -40,6 +40,7 @@ def show_run(output_dir: str | Path, view: str = "auto") -> LiveDashboard:
         "backend": str(run.chosen.get("backend") or "transformers") if run else "transformers",
         "step": f"{last_step}/{options['max_steps']}" if options.get("max_steps", -1) > 0 else str(last_step),
         "elapsed": duration(history[-1].get("time", 0) - history[0].get("time", 0)),
+        **template_header(run.settings.chat_template_kwargs if run else None),
     }
     dashboard = LiveDashboard.of_finished_run(output_dir, history=history, header=header, health=health,
                                               samples=read_samples(output_dir), view=view)

@@ -23,6 +23,7 @@ RESUME_FIXED_CONFIG = (
     "adam_epsilon", "max_grad_norm", "optim", "seed", "per_device_train_batch_size", "gradient_accumulation_steps",
     "num_generations", "generation_batch_size", "steps_per_generation", "max_completion_length", "temperature",
     "top_p", "beta", "loss_type", "scale_rewards", "reward_weights", "epsilon", "epsilon_high", "num_iterations",
+    "chat_template_kwargs",  # the prompts the checkpoint was trained on
 )
 
 

@@ -35,7 +35,7 @@ from .porting import REMOVED_FIELDS, is_number, is_whole, port_overrides
 from .presets import TRAINING_PRESETS, TRL_PRESET, preset_name, preset_options, preset_values
 
 REWARD_TIMEOUT = 600.0  # seconds per reward call: far more than scoring a batch takes, short of losing a night
-LORA_TARGET_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+LORA_TARGET_MODULES = "all-linear"  # PEFT's: every linear layer but the output layer, whatever a family names them
 BACKEND_CHOICES = ("auto", "unsloth", "transformers", "cpu")
 RECORD_ONLY = ("chosen", "grpo_config")  # what run.yaml holds beyond the settings: never part of a recipe
 
@@ -73,7 +73,9 @@ class LoadSettings:
     fast_inference: bool | str = _help("generate through vLLM (Unsloth backend): true | false | auto", "auto")
     lora_rank: int | None = _help("LoRA rank; null trains every weight", 16)
     lora_alpha: int | None = _help("LoRA alpha; null: 2 * lora_rank", None)
-    target_modules: list[str] | str = _help("modules LoRA adapts, or 'all-linear'", LORA_TARGET_MODULES)
+    target_modules: list[str] | str = _help("layers LoRA adapts: all-linear (every linear layer but the output layer, fused "
+                                            "ones like Phi's qkv_proj included), or names (e.g. [q_proj, v_proj])",
+                                            LORA_TARGET_MODULES)
     gpu_memory_utilization: float | str = _help("vLLM's share of the GPU with fast_inference; auto: what training leaves "
                                                 "free, by the memory planner", "auto")
     seed: int = _help("seed of the LoRA adapters' initial weights", 3407)
@@ -189,6 +191,12 @@ class RunSettings:
     output_dir: str | None = _help("where the run's files go", None)
     reward_timeout: float | None = _help("seconds one reward call may take before its batch scores None; null: no limit",
                                          REWARD_TIMEOUT)
+    chat_template_kwargs: dict[str, Any] | None = _help("keyword arguments for the chat template, in training and in every "
+                                                        "prompt after it (e.g. {enable_thinking: false} for Qwen3); null: none",
+                                                        None)
+    fold_system_prompt: bool = _help("where the chat template rejects or drops a system turn (Gemma 2, Mistral v0.1, "
+                                     "Phi-3-mini): true folds the system prompt into the first user turn, false refuses "
+                                     "the data", True)
     heldout: Heldout | None = _help("rows evaluated before and after training, not trained on (the heldout.* "
                                     "settings below); null: none", None)
     overrides: dict[str, Any] = _help("trl.GRPOConfig fields: max_steps, num_generations, learning_rate, beta, ...", {})
@@ -216,6 +224,7 @@ class RunSettings:
         the model path, the output folder and the data files are looked at, not loaded (``model_loaded``: the
         model is in memory already, so its path is not checked)."""
         problems = _timeout_problems(self.reward_timeout) + _config_problems(self.preset, self.overrides)
+        problems += _template_problems(self.chat_template_kwargs, self.fold_system_prompt, self.overrides)
         if self.load is not None:
             problems += [f"load.{problem}" for problem in self.load.problems()]
             beta = self.overrides.get("beta", preset_values(preset_name(self.preset)).get("beta", 0.0))
@@ -262,7 +271,8 @@ class RunSettings:
         document["load"] = self.load.to_dict() if self.load is not None else None
         document["heldout"] = self.heldout.to_dict() if self.heldout is not None else None
         return {key: value for key, value in document.items()
-                if not (value is None and key in ("dataset", "output_dir", "load", "reward_weights", "heldout"))}
+                if not (value is None and key in ("dataset", "output_dir", "load", "reward_weights", "heldout",
+                                                  "chat_template_kwargs"))}
 
     def with_setting(self, setting: str) -> RunSettings:
         """This run with one ``KEY=VALUE`` (the value read as YAML) applied: ``load.X``, ``dataset.X``,
@@ -399,6 +409,21 @@ def _timeout_problems(timeout: Any) -> list[str]:
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0):
         return [f"reward_timeout={timeout!r}: give the seconds one reward call may take (e.g. 600), or null/None for no limit"]
     return []
+
+
+def _template_problems(chat_template_kwargs: Any, fold_system_prompt: Any, overrides: dict[str, Any]) -> list[str]:
+    problems = []
+    if chat_template_kwargs is not None and not (isinstance(chat_template_kwargs, dict)
+                                                 and all(isinstance(key, str) for key in chat_template_kwargs)):
+        problems.append(f"chat_template_kwargs={chat_template_kwargs!r}: give a mapping of keyword -> value for the chat "
+                        "template (e.g. {enable_thinking: false}), or null")
+    if "chat_template_kwargs" in overrides:
+        problems.append("chat_template_kwargs is a run setting, not only a GRPOConfig one (generate, evaluate and preview "
+                        "render with it too): give it as train(chat_template_kwargs=...) or at the top of the run YAML")
+    if not isinstance(fold_system_prompt, bool):
+        problems.append(f"fold_system_prompt={fold_system_prompt!r}: use true (fold the system prompt into the first user "
+                        "turn where the template has no system turn) or false (refuse such data)")
+    return problems
 
 
 def check_reward_timeout(timeout: Any) -> None:

@@ -37,6 +37,7 @@ from transformers import TrainerCallback
 from rewards import resolve_rewards
 
 from ..data.prepare import DatasetError, prompt_lengths
+from ..data.prompts import fit_dataset, prompt_token_ids, remember_template_kwargs
 from ..guards.faults import faults_reported
 from ..guards.nan import NaNStop
 from ..guards.reward_calls import GuardedReward, RewardFailureStop, guard, unlimited
@@ -103,10 +104,10 @@ def _check_one_batch(dataset, config) -> None:
         )
 
 
-def _drop_long_prompts(dataset, tokenizer, max_prompt_tokens: int):
+def _drop_long_prompts(dataset, tokenizer, max_prompt_tokens: int, chat_template_kwargs: dict[str, Any]):
     """The rows whose prompt is at most ``max_prompt_tokens`` tokens (``max_prompt_length``, carried over), measured as
     ``prepare_dataset(..., max_prompt_tokens=N)`` measures them."""
-    lengths = prompt_lengths(dataset, tokenizer)
+    lengths = prompt_lengths(dataset, tokenizer, chat_template_kwargs)
     keep = [i for i, n in enumerate(lengths) if n <= max_prompt_tokens]
     if len(keep) < len(lengths):
         logger.info(f"dropped {len(lengths) - len(keep)} of {len(lengths)} rows whose prompt is over {max_prompt_tokens} tokens "
@@ -114,7 +115,7 @@ def _drop_long_prompts(dataset, tokenizer, max_prompt_tokens: int):
     return dataset.select(keep)
 
 
-def _check_sequence_length(model, tokenizer, dataset, config) -> None:
+def _check_sequence_length(model, tokenizer, dataset, config, chat_template_kwargs: dict[str, Any]) -> None:
     """Refuse a run whose longest prompt plus ``max_completion_length`` exceeds the model's ``max_seq_length``.
 
     Unsloth's loader sets ``model.max_seq_length`` from ``load_model(max_seq_length=...)`` and sizes the model's
@@ -124,9 +125,7 @@ def _check_sequence_length(model, tokenizer, dataset, config) -> None:
     limit = getattr(model, "max_seq_length", None)
     if not isinstance(limit, int) or "prompt" not in dataset.column_names:
         return
-    texts = [tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True) if isinstance(p, list) else p
-             for p in dataset["prompt"]]
-    longest = max((len(tokenizer(text, add_special_tokens=False)["input_ids"]) for text in texts), default=0)
+    longest = max((len(prompt_token_ids(tokenizer, prompt, chat_template_kwargs)) for prompt in dataset["prompt"]), default=0)
     if longest + config.max_completion_length > limit:
         raise ConfigError(
             f"the longest prompt ({longest} tokens) plus max_completion_length={config.max_completion_length} exceeds the "
@@ -183,6 +182,8 @@ def train(
     heldout_n: int | None = 200,
     heldout_samples: int = 1,
     reward_timeout: float | None = REWARD_TIMEOUT,
+    chat_template_kwargs: dict[str, Any] | None = None,
+    fold_system_prompt: bool = True,
     **overrides: Any,
 ) -> TrainResult:
     """GRPO-train ``model`` on ``dataset`` with ``rewards``; returns a :class:`TrainResult`.
@@ -200,14 +201,19 @@ def train(
     greedily and, with ``heldout_samples=k``, with k samples per row for pass@k: the reports, side by side,
     are printed, returned as ``result.evaluation`` and written to ``eval.json``. ``reward_timeout`` is the
     seconds one call of a reward function may take (``None``: no limit); a call past it scores ``None``,
-    like a crash, and three failures in a row stop the run (docs/faults.md).
+    like a crash, and three failures in a row stop the run (docs/faults.md). ``chat_template_kwargs`` go to the chat
+    template wherever a prompt is rendered: TRL's training prompts (GRPOConfig's field of that name), the length
+    checks, held-out evaluation, and ``generate``/``evaluate``/``preview`` with this tokenizer afterwards (Qwen3's
+    ``{"enable_thinking": False}``). A system prompt the chat template rejects or drops (Gemma 2, Mistral v0.1,
+    Phi-3-mini) is folded into the first user turn, said once; ``fold_system_prompt=False`` refuses the data instead.
     """
     loaded = loaded_as(model)
     settings = RunSettings(
         model=loaded.name if loaded else str(getattr(getattr(model, "config", None), "_name_or_path", "") or type(model).__name__),
         rewards=rewards, load=loaded.settings if loaded else None,
         reward_weights=list(reward_weights) if reward_weights is not None else None, preset=preset,
-        output_dir=str(output_dir), reward_timeout=reward_timeout,
+        output_dir=str(output_dir), reward_timeout=reward_timeout, chat_template_kwargs=chat_template_kwargs,
+        fold_system_prompt=fold_system_prompt,
         heldout=Heldout(heldout, heldout_n, heldout_samples) if heldout is not None else None, overrides=overrides)
     return train_run(model, tokenizer, dataset, settings, callbacks=callbacks, resume=resume, dashboard=dashboard)
 
@@ -224,7 +230,9 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
         ported.overrides["reward_weights"] = list(weights)
         ported.asked.add("reward_weights")
     chosen_overrides = {key: value for key, value in vllm_options(model).items() if key not in ported.overrides}
-    config = make_config(settings.preset, output_dir=output_dir, **chosen_overrides, **ported.overrides)
+    template = dict(settings.chat_template_kwargs or {})
+    rendering = {"chat_template_kwargs": template} if template else {}  # TRL renders the training prompts with them
+    config = make_config(settings.preset, output_dir=output_dir, **chosen_overrides, **ported.overrides, **rendering)
     _stop_strings_for_vllm(config)
     sources = option_sources(settings.preset, ported, chosen_overrides)
     if is_main_process():  # the run's first words: what grpo-lite chose beyond TRL, then what it translated
@@ -233,11 +241,14 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
         for note in ported.notes:
             logger.info(note)
     _check_dataset(dataset)
+    # TRL renders the prompt column itself: it gets the messages grpo-lite renders, a system turn kept or folded
+    dataset = fit_dataset(dataset, tokenizer, template, fold_system_prompt=settings.fold_system_prompt)
+    remember_template_kwargs(tokenizer, template)
     if ported.max_prompt_tokens is not None:
-        dataset = _drop_long_prompts(dataset, tokenizer, ported.max_prompt_tokens)
+        dataset = _drop_long_prompts(dataset, tokenizer, ported.max_prompt_tokens, template)
         _check_dataset(dataset)  # none left
     _check_one_batch(dataset, config)
-    _check_sequence_length(model, tokenizer, dataset, config)
+    _check_sequence_length(model, tokenizer, dataset, config, template)
     heldout = settings.heldout if settings.heldout is not None and settings.heldout.data is not None else None
     evaluation = []
     if heldout is not None:
@@ -245,7 +256,7 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
 
         evaluation = [HeldoutEvaluation(tokenizer, heldout.data, funcs, output_dir, heldout_n=heldout.n,
                                         heldout_samples=heldout.samples, temperature=config.temperature,
-                                        max_completion_length=config.max_completion_length)]
+                                        max_completion_length=config.max_completion_length, chat_template_kwargs=template)]
 
     guarded = [guard(f, settings.reward_timeout) for f in funcs]
     if (unlimited_rewards := unlimited(guarded)) is not None:
@@ -327,6 +338,8 @@ def _record(model, settings: RunSettings, funcs, config, set_weights, chosen_ove
         backend = loaded.backend
         chosen.update(backend=backend.name, backend_reason=backend.reason, load_in_4bit=backend.load_in_4bit,
                       fast_inference=backend.fast_inference)
+        if loaded.lora_modules:
+            chosen["lora_modules"] = list(loaded.lora_modules)  # the layers that carry LoRA, by name
         if backend.gpu_memory_utilization is not None:
             chosen["gpu_memory_utilization"] = backend.gpu_memory_utilization
     else:

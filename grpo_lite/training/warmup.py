@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..data.prompts import chat_messages, is_chat, template_kwargs
 from ..errors import UserError
 from ..log import logger
 from .trl_compat import enable_cpu_logprobs, prepare_for_unsloth_trainer
@@ -81,8 +82,22 @@ def _rows(examples: Any) -> list[dict[str, Any]]:
     return rows
 
 
+def _rendered_as_grpo(rows: list[dict[str, Any]], tokenizer, chat_template_kwargs: dict[str, Any],
+                      fold_system_prompt: bool) -> list[dict[str, Any]]:
+    """The examples' chat turns as GRPO's prompts render them (grpo_lite.data.prompts): a system turn the template cannot
+    render folded into the first user turn, and the chat template's keyword arguments on each row, where TRL's
+    SFTTrainer reads them (trl/trainer/sft_trainer.py, ``example.get("chat_template_kwargs")``)."""
+    fitted = []
+    for row in rows:
+        row = {key: chat_messages(tokenizer, value, chat_template_kwargs, fold_system_prompt=fold_system_prompt)
+               if key in ("messages", "prompt") and is_chat(value) else value for key, value in row.items()}
+        fitted.append({**row, "chat_template_kwargs": chat_template_kwargs} if chat_template_kwargs and "text" not in row else row)
+    return fitted
+
+
 def warmup_format(model, tokenizer, examples, *, output_dir: str | Path = "outputs/format-warmup", max_steps: int = -1,
-                  max_length: int | None = None, **sft_overrides: Any) -> WarmupResult:
+                  max_length: int | None = None, chat_template_kwargs: dict[str, Any] | None = None,
+                  fold_system_prompt: bool = True, **sft_overrides: Any) -> WarmupResult:
     """Fine-tune ``model``'s LoRA adapter on ``examples`` with TRL's ``SFTTrainer`` before GRPO, as Unsloth's Qwen3
     GRPO notebook does, so the first completions already follow the format the rewards check.
 
@@ -90,13 +105,16 @@ def warmup_format(model, tokenizer, examples, *, output_dir: str | Path = "outpu
     too), rows with ``prompt`` and ``completion`` (loss on the completion only), or rows with ``text``; a list, a
     ``datasets.Dataset`` or a pandas DataFrame. The notebook's settings (``WARMUP_DEFAULTS``: 2 epochs, learning
     rate 2e-4, batch 1) apply unless ``max_steps`` or ``sft_overrides`` (``trl.SFTConfig`` fields) say otherwise;
-    ``max_length`` defaults to the model's ``max_seq_length``. The same model and adapter then go to ``train()``."""
+    ``max_length`` defaults to the model's ``max_seq_length``. The same model and adapter then go to ``train()``.
+    Chat examples are rendered as the GRPO run renders its prompts: give the run's ``chat_template_kwargs`` (Qwen3's
+    ``{"enable_thinking": False}``; ``None``: those of the last ``train()`` with this tokenizer), and a system turn
+    the template rejects or drops is folded into the first user turn (``fold_system_prompt=False`` refuses)."""
     import datasets
     import torch
     from trl import SFTConfig, SFTTrainer
 
     enable_cpu_logprobs()  # TRL's SFT loss runs through the same Triton log-prob kernel as GRPO's
-    rows = _rows(examples)
+    rows = _rendered_as_grpo(_rows(examples), tokenizer, template_kwargs(tokenizer, chat_template_kwargs), fold_system_prompt)
     gpu = torch.cuda.is_available()
     precision = {"use_cpu": True, "bf16": False, "fp16": False} if not gpu else (
         {"bf16": True, "fp16": False} if torch.cuda.is_bf16_supported() else {"bf16": False, "fp16": True})

@@ -1,0 +1,68 @@
+"""The model families users load, as tiny random models carrying each family's real chat template.
+
+Each template in tests/data/chat_templates is copied verbatim (the template text the model's tokenizer carries) from
+the public source named beside it. ``generation_prompt`` is how a rendered prompt must end: where the assistant's turn
+begins. ``system`` is what the template does with a system turn, which grpo-lite keeps, folds or refuses. ``lora_modules``
+are the family's linear layers but the output layer: where LoRA goes by default.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+TEMPLATES = Path(__file__).parent / "data" / "chat_templates"
+PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+# Phi-3/3.5/4, in the order transformers' Phi3Attention and Phi3MLP hold them
+FUSED_PROJECTIONS = ("o_proj", "qkv_proj", "gate_up_proj", "down_proj")
+
+
+@dataclass(frozen=True)
+class ModelFamily:
+    name: str
+    family: str  # grpo_lite.model.tiny.FAMILIES: the transformers classes and special tokens
+    template: str  # file in tests/data/chat_templates
+    generation_prompt: str
+    system: str  # "kept" | "rejected" | "dropped"
+    lora_modules: tuple[str, ...] = PROJECTIONS
+
+    def chat_template(self) -> str:
+        return (TEMPLATES / self.template).read_text()
+
+    def build(self, path: Path, **options) -> Path:
+        from grpo_lite.model.tiny import build_tiny_model
+
+        return build_tiny_model(path / self.name, family=self.family, chat_template=self.chat_template(), **options)
+
+
+FAMILIES = [
+    # meta-llama/Llama-3.2-3B-Instruct's chat_template: ggml-org/llama.cpp models/templates/meta-llama-Llama-3.2-3B-Instruct.jinja,
+    # read from the mirror ye-NX/llama.cpp at commit 1eeb523c3e0c7ffbd59469f5463dcbdecba3535e (last changed by llama.cpp's
+    # commit 8b576b6c55bc4e6be898b47522f0ef402b93ef62)
+    ModelFamily("llama-3.2", "llama-3.2", "llama-3.2.jinja", "<|start_header_id|>assistant<|end_header_id|>\n\n", "kept"),
+    # Qwen/Qwen3-0.6B's chat_template: ggml-org/llama.cpp models/templates/Qwen-Qwen3-0.6B.jinja, mirror ye-NX/llama.cpp
+    # at commit 1eeb523c3e0c7ffbd59469f5463dcbdecba3535e (last changed by llama.cpp's commit e121edc4324a640be11b7e567edd39b721b0f8e4)
+    ModelFamily("qwen3", "qwen3", "qwen3.jinja", "<|im_start|>assistant\n", "kept"),
+    # google/gemma-2-2b-it's chat_template: ggml-org/llama.cpp models/templates/google-gemma-2-2b-it.jinja, mirror
+    # ye-NX/llama.cpp at commit 1eeb523c3e0c7ffbd59469f5463dcbdecba3535e (last changed by commit 8b576b6c55bc4e6be898b47522f0ef402b93ef62)
+    ModelFamily("gemma-2", "gemma-2", "gemma-2.jinja", "<start_of_turn>model\n", "rejected"),
+    # Gemma 3's chat_template: huggingface/transformers src/transformers/models/gemma3/convert_gemma3_weights.py,
+    # _CHAT_TEMPLATE, at commit 0d7e95d96b4e187c651e2b2406ed98ed40d74963 (the converter that writes it into Gemma 3's
+    # checkpoints); the same text as google/gemma-3-270m's GGUF template in huggingface/huggingface.js
+    # packages/ollama-utils/src/chat-template-automap.ts ("library/gemma3:270m") at commit fe42e68017ffc76d09922ea8f9b38a6964345710
+    ModelFamily("gemma-3", "gemma-3", "gemma-3.jinja", "<start_of_turn>model\n", "kept"),
+    # mistralai/Mistral-7B-Instruct-v0.1's chat_template: huggingface/huggingface.js packages/jinja/test/e2e.test.js,
+    # "TheBloke/Mistral-7B-Instruct-v0.1-GPTQ" (its copy of v0.1's tokenizer_config.json), at commit
+    # fe42e68017ffc76d09922ea8f9b38a6964345710; the same text as Ollama's mistral:7b-instruct in chat-template-automap.ts there
+    ModelFamily("mistral-v0.1", "mistral", "mistral-v0.1.jinja", " [/INST]", "rejected"),
+    # microsoft/Phi-3-mini-4k-instruct's first chat_template: ggml-org/llama.cpp tests/test-chat-template.cpp, the
+    # "Phi-3-mini" case, mirror ye-NX/llama.cpp at commit 1eeb523c3e0c7ffbd59469f5463dcbdecba3535e
+    ModelFamily("phi-3-mini", "phi-3", "phi-3-mini.jinja", "<|end|>\n<|assistant|>\n", "dropped",
+                FUSED_PROJECTIONS),
+    # HuggingFaceTB/SmolLM2-135M-Instruct's chat_template: huggingface/huggingface.js
+    # packages/ollama-utils/src/chat-template-automap.ts, "library/smollm2:135m" (the template its GGUF carries from
+    # tokenizer_config.json), at commit fe42e68017ffc76d09922ea8f9b38a6964345710
+    ModelFamily("smollm2", "smollm2", "smollm2.jinja", "<|im_start|>assistant\n", "kept"),
+]
+
+BY_NAME = {family.name: family for family in FAMILIES}

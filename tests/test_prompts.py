@@ -1,0 +1,204 @@
+"""One renderer of prompts (grpo_lite.data.prompts): the system prompt kept, folded or refused, never dropped; the run's
+chat_template_kwargs in every path that asks the model something; LoRA on every linear projection of a family."""
+
+import json
+
+import pytest
+import yaml
+from families import BY_NAME, FAMILIES
+
+from grpo_lite import evaluate, generate, load_model, prepare_dataset, preview, train
+from grpo_lite.data.prepare import REASONING_SYSTEM_PROMPT, DatasetError
+from grpo_lite.data.prompts import chat_messages, render_prompt
+from grpo_lite.evaluation.rescore import rescore_run
+from grpo_lite.model import inference
+from grpo_lite.model.load import loaded_as
+from grpo_lite.run.files import RUN_FILE
+from grpo_lite.run.record import read_run
+from grpo_lite.run.settings import ConfigError
+
+ROWS = [{"question": f"What is {i} + {i}?", "answer": str(2 * i)} for i in range(4)]
+ONE_STEP = dict(preset="cpu-smoke", max_steps=1, num_generations=4, per_device_train_batch_size=4, max_completion_length=4,
+                beta=0.0, dashboard=False)
+THINKING_OFF = {"enable_thinking": False}
+
+
+def characters_reward(completions, **kwargs):
+    return [len(set(completion[0]["content"])) / 10 for completion in completions]
+
+
+@pytest.fixture(scope="module")
+def family_dirs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("families")
+    return {family.name: family.build(root) for family in FAMILIES}
+
+
+def load(family_dirs, name, **options):
+    return load_model(str(family_dirs[name]), lora_rank=4, **options)
+
+
+@pytest.mark.parametrize("family", FAMILIES, ids=[family.name for family in FAMILIES])
+def test_the_system_text_survives_every_template_or_the_prompt_is_refused_with_the_fix(family, family_dirs, capsys):
+    _, tokenizer = load(family_dirs, family.name)
+    messages = [{"role": "system", "content": REASONING_SYSTEM_PROMPT}, {"role": "user", "content": "What is 2 + 2?"}]
+    capsys.readouterr()
+    prompt = render_prompt(tokenizer, messages)
+    assert REASONING_SYSTEM_PROMPT in prompt and prompt.endswith(family.generation_prompt)
+    said = capsys.readouterr().err.strip().splitlines()
+    if family.system == "kept":
+        assert said == [] and chat_messages(tokenizer, messages) == messages
+        return
+    # folded into the first user turn as Gemma 3's template does, said once in one line naming the template's rule
+    rule = {"rejected": "rejects a system turn", "dropped": "renders no system turn"}[family.system]
+    assert len(said) == 1 and rule in said[0] and "folded into the first user turn" in said[0]
+    assert chat_messages(tokenizer, messages) == [{"role": "user", "content": f"{REASONING_SYSTEM_PROMPT}\n\nWhat is 2 + 2?"}]
+    render_prompt(tokenizer, messages)
+    assert capsys.readouterr().err == ""  # once per tokenizer
+    # or refused, before anything trains, in one line naming the rule and the fix
+    with pytest.raises(DatasetError, match=rf"{rule}.*fold_system_prompt=False: pass fold_system_prompt=True") as refused:
+        prepare_dataset(ROWS, tokenizer=tokenizer, fold_system_prompt=False)
+    assert "\n" not in str(refused.value)
+
+
+def test_the_template_rules_the_issue_names():
+    """What the real templates do with a system turn, rendered by transformers itself: the cases folding is for."""
+    from jinja2 import TemplateError
+
+    from grpo_lite.model.tiny import build_tokenizer
+
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
+    for name, error in (("gemma-2", "System role not supported"), ("mistral-v0.1", "Conversation roles must alternate")):
+        tokenizer = build_tokenizer(family=BY_NAME[name].family)
+        tokenizer.chat_template = BY_NAME[name].chat_template()
+        with pytest.raises(TemplateError, match=error):
+            tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    tokenizer = build_tokenizer(family="phi-3")
+    tokenizer.chat_template = BY_NAME["phi-3-mini"].chat_template()
+    assert "Be brief." not in tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+
+@pytest.mark.parametrize("name", ["gemma-2", "mistral-v0.1"])
+def test_rows_prepared_without_a_tokenizer_train_folded_or_are_refused_before_training(name, family_dirs, tmp_path, capsys):
+    model, tokenizer = load(family_dirs, name)
+    dataset = prepare_dataset(ROWS)  # the default system prompt, no tokenizer to check it against
+    with pytest.raises(DatasetError, match="fold_system_prompt=True") as refused:
+        train(model, tokenizer, dataset, [characters_reward], output_dir=tmp_path / "refused", fold_system_prompt=False,
+              **ONE_STEP)
+    assert "\n" not in str(refused.value) and not (tmp_path / "refused" / "checkpoint-1").exists()
+    capsys.readouterr()
+    result = train(model, tokenizer, dataset, [characters_reward], output_dir=tmp_path / "run", **ONE_STEP)
+    assert "the system prompt is folded into the first user turn" in capsys.readouterr().err
+    assert result.trainer.state.global_step == 1
+    trained_on = result.trainer.train_dataset[0]["prompt"]
+    assert trained_on == [{"role": "user", "content": f"{REASONING_SYSTEM_PROMPT}\n\n{ROWS[0]['question']}"}]
+    logged = json.loads((tmp_path / "run" / "samples.jsonl").read_text().splitlines()[0])
+    assert [m["role"] for m in logged["prompt"]] == ["user"]  # what the model was asked, as the run's files keep it
+    assert logged["prompt"][0]["content"].startswith(f"{REASONING_SYSTEM_PROMPT}\n\nWhat is")
+    # re-scoring finds each logged question's row in the data as the user gave it, system prompt folded in or not
+    rescored = rescore_run(tmp_path / "run", ["numeric_correctness_reward"], ROWS)
+    assert len(rescored.rows) == 4 and rescored.ok
+
+
+def test_phi_lora_covers_its_fused_projections_by_default_and_a_llama_list_is_carried_over(family_dirs, capsys):
+    model, _ = load(family_dirs, "phi-3-mini")
+    assert loaded_as(model).lora_modules == ("o_proj", "qkv_proj", "gate_up_proj", "down_proj")
+    capsys.readouterr()
+    # the list Unsloth's notebooks give for Llama means every attention and MLP projection: Phi holds them fused
+    model, _ = load(family_dirs, "phi-3-mini", target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
+                                                               "down_proj"])
+    assert loaded_as(model).lora_modules == ("o_proj", "qkv_proj", "gate_up_proj", "down_proj")
+    said = capsys.readouterr().err
+    assert "fuses q_proj, k_proj, v_proj into qkv_proj" in said and "fuses gate_proj, up_proj into gate_up_proj" in said
+    model, _ = load(family_dirs, "phi-3-mini", target_modules=["qkv_proj", "wq"])
+    assert loaded_as(model).lora_modules == ("qkv_proj",)
+    said = capsys.readouterr().err
+    assert "wq is not in this model" in said
+    assert "left out: o_proj (not in target_modules), gate_up_proj (not in target_modules)" in said
+    with pytest.raises(ConfigError, match="none of the LoRA target_modules.*its linear layers are o_proj, qkv_proj"):
+        load(family_dirs, "phi-3-mini", target_modules=["wq"])
+
+
+def test_a_qwen3_run_with_thinking_off_asks_the_same_prompt_in_training_generate_evaluate_preview(family_dirs, tmp_path,
+                                                                                                  monkeypatch):
+    model, tokenizer = load(family_dirs, "qwen3")
+    dataset = prepare_dataset(ROWS, tokenizer=tokenizer, chat_template_kwargs=THINKING_OFF)
+    asked: list[str] = []  # every text generate, evaluate and preview (and held-out evaluation) give the model
+    real_sample = inference._transformers_sample
+    monkeypatch.setattr(inference, "_transformers_sample", lambda model, tokenizer, texts, **options: (
+        asked.extend(texts), real_sample(model, tokenizer, texts, **options))[1])
+
+    result = train(model, tokenizer, dataset, [characters_reward], output_dir=tmp_path / "run", heldout=dataset, heldout_n=2,
+                   chat_template_kwargs=THINKING_OFF, **ONE_STEP)
+    # TRL's own rendering of the training prompt (trl/trainer/grpo_trainer.py, _tokenize_prompts), thinking off
+    trained = tokenizer.decode(result.trainer._tokenize_prompts([dataset[0]["prompt"]])[0][0])
+    assert trained.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n") and REASONING_SYSTEM_PROMPT in trained
+    assert asked.count(trained) == 2  # held-out evaluation before and after training
+
+    asked.clear()
+    generate(result.model, tokenizer, [dataset[0]["prompt"]], max_completion_length=2)
+    evaluate(result.model, tokenizer, dataset, heldout_n=1, max_completion_length=2, progress=None)
+    preview(result.model, tokenizer, dataset, [characters_reward], n_prompts=1, num_generations=2, max_completion_length=2,
+            greedy=False, preset="cpu-smoke")
+    assert asked == [trained] * 3
+    asked.clear()
+    generate(result.model, tokenizer, [dataset[0]["prompt"]], max_completion_length=2, chat_template_kwargs={})
+    assert asked[0].endswith("<|im_start|>assistant\n") and asked[0] != trained  # asked otherwise, it renders otherwise
+
+    # recorded in run.yaml, with TRL's config, and read back as the run's setting
+    record = read_run(tmp_path / "run")
+    assert record.settings.chat_template_kwargs == THINKING_OFF == record.grpo_config["chat_template_kwargs"]
+    assert yaml.safe_load((tmp_path / "run" / RUN_FILE).read_text())["chat_template_kwargs"] == THINKING_OFF
+
+
+def test_the_length_checks_count_the_prompt_training_renders(family_dirs, tmp_path):
+    """Thinking off adds an empty think block to Qwen3's prompt: prepare_dataset's lengths and train()'s max_seq_length
+    check count it, as TRL renders it."""
+    from grpo_lite.data.prepare import prompt_lengths
+
+    model, tokenizer = load(family_dirs, "qwen3")
+    dataset = prepare_dataset(ROWS, tokenizer=tokenizer, chat_template_kwargs=THINKING_OFF)
+    with_think_block = prompt_lengths(dataset, tokenizer, THINKING_OFF)
+    assert with_think_block == [n + len(tokenizer("<think>\n\n</think>\n\n")["input_ids"])
+                                for n in prompt_lengths(dataset, tokenizer, {})]
+    model, tokenizer = load(family_dirs, "qwen3", max_seq_length=max(with_think_block) + ONE_STEP["max_completion_length"] - 1)
+    with pytest.raises(ConfigError, match=rf"the longest prompt \({max(with_think_block)} tokens\)"):
+        train(model, tokenizer, dataset, [characters_reward], output_dir=tmp_path, chat_template_kwargs=THINKING_OFF, **ONE_STEP)
+
+
+def test_chat_template_kwargs_travel_with_the_run_and_a_resume_must_keep_them(family_dirs, tmp_path):
+    from grpo_lite.launch.kit import write_launch_kit
+    from grpo_lite.monitor.show import show_run
+
+    model, tokenizer = load(family_dirs, "qwen3")
+    dataset = prepare_dataset(ROWS, tokenizer=tokenizer, chat_template_kwargs=THINKING_OFF)
+    train(model, tokenizer, dataset, [characters_reward], output_dir=tmp_path / "run", chat_template_kwargs=THINKING_OFF,
+          **ONE_STEP)
+    kit = write_launch_kit(tmp_path / "run", tmp_path / "kit", dataset=dataset)
+    assert yaml.safe_load((kit / "recipe.yaml").read_text())["chat_template_kwargs"] == THINKING_OFF
+    assert show_run(tmp_path / "run", view="log").header["chat template"] == "enable_thinking=False"
+    with pytest.raises(ConfigError, match=r"chat_template_kwargs: \{'enable_thinking': False\} -> None"):
+        train(model, tokenizer, dataset, [characters_reward], output_dir=tmp_path / "run", resume=True, **ONE_STEP)
+
+
+def test_chat_template_kwargs_is_a_run_setting_checked_with_the_others():
+    from grpo_lite.run.settings import RunSettings
+
+    problems = RunSettings(model="tiny", rewards=["soft_xml_format_reward"], chat_template_kwargs=["enable_thinking"],
+                           fold_system_prompt="yes", overrides={"chat_template_kwargs": {}}).problems()
+    assert any(p.startswith("chat_template_kwargs=['enable_thinking']: give a mapping") for p in problems)
+    assert any(p.startswith("chat_template_kwargs is a run setting") for p in problems)
+    assert any(p.startswith("fold_system_prompt='yes'") for p in problems)
+    settings = RunSettings(model="tiny", rewards=["soft_xml_format_reward"]).with_setting("chat_template_kwargs={enable_thinking: false}")
+    assert settings.chat_template_kwargs == THINKING_OFF and settings.overrides == {}
+
+
+def test_the_format_warmup_trains_on_the_prompt_grpo_renders(family_dirs, tmp_path):
+    from grpo_lite.data.prompts import prompt_token_ids
+    from grpo_lite.training.warmup import warmup_format
+
+    model, tokenizer = load(family_dirs, "qwen3")
+    prompt = [{"role": "system", "content": REASONING_SYSTEM_PROMPT}, {"role": "user", "content": "What is 2 + 2?"}]
+    examples = [{"prompt": prompt, "completion": [{"role": "assistant", "content": "<answer>4</answer>"}]}] * 2
+    result = warmup_format(model, tokenizer, examples, output_dir=tmp_path, max_steps=1, chat_template_kwargs=THINKING_OFF)
+    expected = prompt_token_ids(tokenizer, prompt, THINKING_OFF)
+    assert result.trainer.train_dataset[0]["input_ids"][: len(expected)] == expected
