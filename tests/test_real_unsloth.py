@@ -203,6 +203,7 @@ def test_load_model_gives_unsloth_only_options_its_loaders_name(tmp_path, tiny_m
     import types
 
     from grpo_lite import load_model
+    from grpo_lite.machine.engine import Engine
     from grpo_lite.model import load as models
 
     named = run_script(UNSLOTH_NAMED_PARAMETERS, tmp_path)
@@ -211,7 +212,7 @@ def test_load_model_gives_unsloth_only_options_its_loaders_name(tmp_path, tiny_m
     stub.FastLanguageModel = RecordingFastLanguageModel
     monkeypatch.setitem(sys.modules, "unsloth", stub)
     monkeypatch.setattr(models, "cuda_available", lambda: True)  # no GPU here: the loader is recorded, not run
-    monkeypatch.setattr(models, "vllm_usable", lambda: (True, "vLLM 0.31.0"))
+    monkeypatch.setattr(models, "generation_engine", lambda: Engine("vLLM", "vLLM 0.31.0 with TRL 1.15.0 on compute capability 8.9"))
     lora_options = dict(lora_dropout=0.05, bias="lora_only", use_rslora=True, init_lora_weights="gaussian",
                         modules_to_save=["lm_head"], layers_to_transform=[0, 1], layers_pattern="layers", ensure_weight_tying=True)
     model, _ = load_model(str(tiny_model_dir), backend="unsloth", lora_rank=8, seed=7, max_seq_length=1024,
