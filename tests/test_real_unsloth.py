@@ -203,6 +203,7 @@ def test_load_model_gives_unsloth_only_options_its_loaders_name(tmp_path, tiny_m
     import types
 
     from grpo_lite import load_model
+    from grpo_lite.machine.engine import Engine
     from grpo_lite.model import load as models
 
     named = run_script(UNSLOTH_NAMED_PARAMETERS, tmp_path)
@@ -211,7 +212,7 @@ def test_load_model_gives_unsloth_only_options_its_loaders_name(tmp_path, tiny_m
     stub.FastLanguageModel = RecordingFastLanguageModel
     monkeypatch.setitem(sys.modules, "unsloth", stub)
     monkeypatch.setattr(models, "cuda_available", lambda: True)  # no GPU here: the loader is recorded, not run
-    monkeypatch.setattr(models, "vllm_usable", lambda: (True, "vLLM 0.31.0"))
+    monkeypatch.setattr(models, "generation_engine", lambda: Engine("vLLM", "vLLM 0.31.0 with TRL 1.15.0 on compute capability 8.9"))
     lora_options = dict(lora_dropout=0.05, bias="lora_only", use_rslora=True, init_lora_weights="gaussian",
                         modules_to_save=["lm_head"], layers_to_transform=[0, 1], layers_pattern="layers", ensure_weight_tying=True)
     model, _ = load_model(str(tiny_model_dir), backend="unsloth", lora_rank=8, seed=7, max_seq_length=1024,
@@ -251,3 +252,89 @@ def test_a_chat_template_name_goes_through_unsloths_get_chat_template(tmp_path, 
     # Qwen 2.5's template adds its default system prompt, which the tiny model's own chatml template has not
     assert done["shown"].startswith("<|im_start|>system\nYou are Qwen, created by Alibaba Cloud.")
     assert done["refused"].startswith("load_model: chat_template='no-such-template'")
+
+
+def test_training_generates_through_unsloths_vllm_path_with_the_lora_and_sampling_the_user_gave(tmp_path, tiny_model_dir):
+    # vLLM cannot be installed here (no GPU; its wheels pin torch), so two stand-ins (tests/vllm_stand_in.py), the rest real:
+    # - a `vllm` package, on the path before Unsloth and TRL import, so both see vLLM installed as on a GPU machine
+    #   (trl/import_utils.py, unsloth_zoo/vllm_utils.py): SamplingParams, LoRARequest and RequestOutput as TRL and Unsloth
+    #   use them. The vLLM Unsloth's notebooks run with TRL 0.22.2 (on a T4: 0.11.2); with TRL 1.15 one it accepts.
+    # - the engine, where Unsloth's from_pretrained(fast_inference=True) puts vLLM's LLM (unsloth/models/llama.py:
+    #   model.vllm_engine, llm.shared_weights, model.fast_generate) and get_peft_model passes it on (Unsloth's own
+    #   patch_peft_fast_inference, which gives the model Unsloth's load_lora). It samples with the model's own generate.
+    # Unsloth's generated trainer then takes the vLLM path itself: use_vllm and vllm_mode="colocate" (rl.py, vllm_setter),
+    # the engine as its LLM, and a LoRA request from load_lora on every generate call (rl.py for TRL < 0.28, which calls
+    # self.llm.generate in the trainer; rl_replacements.py, vllm_generation_init_patch, for VLLMGeneration in TRL >= 0.28).
+    from importlib.metadata import version
+
+    from packaging.version import Version
+    from real_unsloth import PATCH
+    from vllm_stand_in import write_vllm
+
+    trl_version = version("trl")
+    vllm_version = "0.11.2" if Version(trl_version) < Version("0.28") else "0.30.0"
+    stand_in = write_vllm(tmp_path / "stand-in", vllm_version)
+    tests = Path(__file__).parent
+    stop = "2"  # a text the tiny model writes
+    done = run_script(f"""
+        import functools, json, os, sys
+        sys.path.insert(0, {str(tests)!r})
+        import torch, trl
+        from unsloth.models._utils import patch_peft_fast_inference
+        from unsloth_zoo.vllm_utils import generate_batches
+        from vllm import SamplingParams
+        from vllm_stand_in import SharedWeightsEngine
+        from grpo_lite import load_model, prepare_dataset, train
+
+        model, tokenizer = load_model({str(tiny_model_dir)!r}, backend="cpu", lora_rank=8)
+        engine = SharedWeightsEngine(model, tokenizer)
+        loaded = model.model  # what Unsloth's from_pretrained(fast_inference=True) does to the model it loads (llama.py)
+        loaded.vllm_engine, loaded.fast_generate = engine, engine.generate
+        loaded.fast_generate_batches = functools.partial(generate_batches, engine)
+        patch_peft_fast_inference(model)  # and get_peft_model to the PEFT model
+        # Before it loads vLLM, from_pretrained(fast_inference=True) runs patch_vllm (unsloth/models/_utils.py,
+        # fast_inference_setup), which patches vLLM's internals (absent from the stand-in) and, of what load_lora needs,
+        # swaps in Unsloth's LoRARequest (patch_vllm_lora_load_tensors) and numbers LoRA requests from 1.
+        import unsloth_zoo.vllm_utils, unsloth_zoo.vllm_lora_request, vllm.lora.request
+        vllm.lora.request.LoRARequest = unsloth_zoo.vllm_lora_request.LoRARequest
+        unsloth_zoo.vllm_utils.LORA_REQUEST_ID = 1
+        before = {{name: p.detach().clone() for name, p in model.named_parameters() if "lora_B" in name}}
+
+        def length_reward(completions, **kwargs):  # completions end at EOS, the stop string or 16 tokens: lengths vary
+            return [len(c[0]["content"]) / 16 for c in completions]
+
+        rows = [{{"question": f"What is {{i}} + {{i}}?", "answer": str(2 * i)}} for i in range(12)]
+        run = train(model, tokenizer, prepare_dataset(rows, tokenizer=tokenizer), [length_reward], preset="cpu-smoke",
+                    output_dir="run", dashboard=False, max_steps=3, num_generations=4, max_completion_length=16, temperature=0.9,
+                    warmup_steps=0,  # a whole number, which transformers 4.56 needs (the presets' warmup is a ratio: 0.1)
+                    vllm_sampling_params=SamplingParams(top_p=0.95, top_k=20, min_p=0.05, stop=[{stop!r}],
+                                                        include_stop_str_in_output=True))
+        trainer = run.trainer
+        moved = max((p.detach() - before[name]).abs().max().item() for name, p in model.named_parameters() if name in before)
+        completions = [json.loads(line)["completion"] for line in open("run/samples.jsonl")]
+        result({{"trainer": type(trainer).__name__, "use_vllm": trainer.args.use_vllm, "vllm_mode": trainer.args.vllm_mode,
+                 "llm_is_engine": getattr(getattr(trainer, "vllm_generation", trainer), "llm", None) is engine,
+                 "calls": engine.calls, "metrics": run.metrics, "moved": moved, "completions": completions,
+                 "lora_dirs": sorted(name for name in os.listdir(".") if "lora" in name)}})
+    """, tmp_path, prelude=f"import sys\nsys.path.insert(0, {str(stand_in)!r})\n{PATCH}")
+    assert done["trainer"] == "UnslothGRPOTrainer"
+    assert done["use_vllm"] is True and done["vllm_mode"] == "colocate" and done["llm_is_engine"]
+    steps = [m for m in done["metrics"] if "loss" in m]
+    assert [m["step"] for m in steps] == [1, 2, 3]
+    calls = done["calls"]
+    assert len(calls) == 3  # one generation batch per step
+    asked = {"temperature": 0.9, "top_p": 0.95, "top_k": 20, "min_p": 0.05, "stop": [stop], "include_stop_str_in_output": True,
+             "max_tokens": 16}
+    for call in calls:
+        assert call["prompts"] == 4 and {key: call["sampling"].get(key) for key in asked} == asked, call["sampling"]
+        # each generate call carries the LoRA adapter being trained, as it is at that step (Unsloth's load_lora)
+        assert call["lora"] is not None and call["lora"]["live_adapter"], call["lora"]
+        assert call["lora"]["tensors"] == 28  # A and B of 7 projections in 2 layers: the whole adapter
+    ids = [call["lora"]["id"] for call in calls]
+    assert ids == sorted(set(ids))  # a new request each step, numbered by Unsloth
+    norms = [call["lora"]["lora_B_norm"] for call in calls]
+    assert norms[0] == 0 < norms[-1]  # LoRA B starts at zero; the adapter vLLM gets moves with training
+    # the request came from the call site of the installed TRL's layout: the trainer's own (rl.py) or VLLMGeneration's
+    assert done["lora_dirs"] == (["grpo_trainer_lora_model"] if Version(trl_version) < Version("0.28") else ["vllm_gen_lora"])
+    assert any(m["reward_std"] > 0 for m in steps) and done["moved"] > 0  # real completions, varied rewards, weights moved
+    assert any(text.endswith(stop) for text in done["completions"])  # vLLM stopped at the user's stop string

@@ -32,7 +32,7 @@ def test_a_cpu_runtime_stops_run_all_and_says_how_to_switch():
 
 def test_the_cpu_smoke_mode_goes_on_and_says_so(capsys):
     report = check_runtime(allow_cpu=True)
-    assert report.gpu is None and report.precision == "fp32" and not report.vllm
+    assert report.gpu is None and report.precision == "fp32" and not report.engine.vllm
     assert "no GPU; CPU smoke mode" in capsys.readouterr().out
 
 
@@ -42,14 +42,14 @@ class _T4:
     major, minor = 7, 5
 
 
-def test_a_t4_is_named_with_its_memory_precision_and_why_no_vllm(monkeypatch, capsys):
+def test_a_t4_is_named_with_its_memory_precision_and_which_engine_generates(monkeypatch, capsys):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # no GPU here: a T4 as torch describes it
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (7, 5))
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device=None: _T4())
     report = check_runtime()
     out = capsys.readouterr().out
-    assert report.gpu == "Tesla T4" and report.precision == "fp16" and not report.vllm
-    assert "Tesla T4, 14.7 GB, fp16" in out and "vLLM generation: no (" in out
+    assert report.gpu == "Tesla T4" and report.precision == "fp16" and "Tesla T4, 14.7 GB, fp16. Generation: " in out
+    assert report.engine.reason in out  # which engine, and why: tests/test_engine.py
 
 
 def test_two_gpus_without_a_launcher_show_the_process_one(monkeypatch, capsys):

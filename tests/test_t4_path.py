@@ -110,20 +110,16 @@ def test_a_model_without_a_vllm_engine_generates_through_transformers(tiny_model
     assert generate(model, tokenizer, ["hi"], max_completion_length=3) == ["x"] and calls
 
 
-def test_fast_inference_auto_follows_the_unsloth_backend_and_a_vllm_trl_accepts(t4, monkeypatch):
+def test_fast_inference_auto_follows_the_unsloth_backend_and_the_engine_decision(t4, monkeypatch):
+    from grpo_lite.machine.engine import Engine
     from grpo_lite.model import load as models
 
     monkeypatch.setattr(models, "installed", lambda module: module in ("unsloth", "bitsandbytes"))
-    monkeypatch.setattr(device, "vllm_version", lambda: "0.30.0")
-    on_a_t4 = models.choose_backend("auto")
-    assert on_a_t4.name == "unsloth" and not on_a_t4.fast_inference and "compute capability below 8.0" in on_a_t4.reason
-    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 9))  # an L4
-    for version, on in (("0.30.0", True), ("0.21.0", True), ("0.33.0", False), (None, False)):
-        monkeypatch.setattr(device, "vllm_version", lambda version=version: version)
+    for engine in (Engine("vLLM", "vLLM 0.11.2 with TRL 0.22.2 on compute capability 7.5"), Engine("transformers", "vLLM is not installed")):
+        monkeypatch.setattr(models, "generation_engine", lambda engine=engine: engine)  # tests/test_engine.py decides it
         backend = models.choose_backend("auto")
-        assert backend.name == "unsloth" and backend.fast_inference is on, (version, backend)
-    assert "not installed" in backend.reason
-    with pytest.raises(models.BackendError, match="needs vLLM: vLLM is not installed"):  # vllm_version() is None
+        assert backend.name == "unsloth" and backend.fast_inference is engine.vllm and str(engine) in backend.reason
+    with pytest.raises(models.BackendError, match="needs vLLM: vLLM is not installed"):
         models.choose_backend("auto", fast_inference=True)
     assert models.choose_backend("transformers").fast_inference is False
     with pytest.raises(models.BackendError, match="backend='unsloth' only"):
@@ -156,20 +152,27 @@ def test_a_model_with_a_vllm_engine_trains_with_colocated_vllm():
     assert vllm_options(object()) == {}
 
 
-def test_the_vllm_extra_is_the_range_trl_accepts():
+def test_the_vllm_range_the_engine_reads_from_trls_metadata_is_the_one_trl_checks_in_its_code():
+    # grpo_lite.machine.engine reads TRL's vllm extra; TRL 1.x also warns outside that range (trl/import_utils.py,
+    # is_vllm_available), TRL 0.22 checks nothing (its extra says vllm>=0.10.0).
     import importlib.util
 
     from packaging.requirements import Requirement
 
+    from grpo_lite.machine.engine import declared
+
+    accepts = declared("trl", "vllm", extra="vllm")
     source = Path(importlib.util.find_spec("trl.import_utils").origin).read_text()
-    low, high = re.search(r'Version\("([\d.]+)"\) <= _vllm_base_version <= Version\("([\d.]+)"\)', source).groups()
-    assert (low, high) == device.TRL_VLLM_RANGE
+    checked = re.search(r'Version\("([\d.]+)"\) <= _vllm_base_version <= Version\("([\d.]+)"\)', source)
+    if checked is None:
+        assert accepts == ">=0.10.0" and "_vllm_base_version" not in source
+        return
+    low, high = checked.groups()
+    assert accepts == f"<={high},>={low}"
     import tomllib
 
     extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["vllm"]
-    specifier = Requirement(extra[0]).specifier
-    assert specifier.contains(low) and specifier.contains(high)
-    assert not specifier.contains("0.20.2") and not specifier.contains("0.32.0") and not specifier.contains("0.33.0")
+    assert Requirement(extra[0]).specifier == Requirement(f"vllm{accepts}").specifier  # grpo-lite's vllm extra: the same
 
 
 STUB = """

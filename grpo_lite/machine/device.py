@@ -1,4 +1,4 @@
-"""What this machine offers a run: a CUDA GPU, bf16 in hardware, Unsloth, vLLM.
+"""What this machine offers a run: a CUDA GPU, its compute capability, bf16 in hardware, Unsloth.
 
 The one place that reads the GPU's properties from torch. Nothing here imports transformers, trl or peft:
 :func:`import_unsloth_first` must be able to run before them.
@@ -11,9 +11,6 @@ import sys
 from dataclasses import dataclass
 
 GB = 1024**3  # memory is counted in GiB throughout, as torch and Unsloth report a card's (14.74 on a T4)
-
-# The vLLM releases TRL 1.15 accepts: trl/import_utils.py, is_vllm_available, warns outside 0.21.0-0.31.0.
-TRL_VLLM_RANGE = ("0.21.0", "0.31.0")
 
 
 def installed(module: str) -> bool:
@@ -45,6 +42,15 @@ def this_gpu() -> GPU | None:
     return GPU(properties.name, properties.total_memory / GB)
 
 
+def compute_capability() -> tuple[int, int] | None:
+    """The compute capability of the GPU this process trains on (7.5 on a T4, 8.9 on an L4), or None without one."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    return tuple(torch.cuda.get_device_capability(0))
+
+
 def supports_bf16() -> bool:
     """Whether the GPU computes in bf16 in hardware: compute capability 8.0 or newer (Ampere, Ada, Hopper).
 
@@ -52,9 +58,8 @@ def supports_bf16() -> bool:
     Unsloth decides the same way (unsloth/models/_utils.py: ``SUPPORTS_BFLOAT16 = capability[0] >= 8``)
     and loads a T4's model in fp16, so a bf16 config would then be refused by its trainer.
     """
-    import torch
-
-    return torch.cuda.is_available() and torch.cuda.get_device_capability(0)[0] >= 8
+    capability = compute_capability()
+    return capability is not None and capability[0] >= 8
 
 
 def half_dtype():
@@ -62,48 +67,6 @@ def half_dtype():
     import torch
 
     return torch.bfloat16 if supports_bf16() else torch.float16
-
-
-def vllm_version() -> str | None:
-    """The installed vLLM's version, or None (read from its metadata: importing vLLM is slow)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("vllm")
-    except PackageNotFoundError:
-        return None
-
-
-def unsloth_disabled_vllm() -> str | None:
-    """Why Unsloth disabled vLLM as it was imported, or None when it did not (or is not imported).
-
-    Unsloth imports vLLM when it is imported itself and, when vLLM's compiled extensions are broken or it refuses
-    the installed transformers, blocks it for the process and keeps the reason (unsloth/import_fixes.py,
-    ``disable_broken_vllm``, ``VLLM_DISABLED_REASON``); ``from_pretrained(fast_inference=True)`` then raises
-    ImportError (unsloth/models/loader.py). vLLM's version metadata still looks fine.
-    """
-    fixes = sys.modules.get("unsloth.import_fixes")
-    reason = getattr(fixes, "VLLM_DISABLED_REASON", None)
-    return " ".join(str(reason).split()) if reason else None
-
-
-def vllm_usable() -> tuple[bool, str]:
-    """Whether vLLM can serve generation for TRL 1.15 here, and why (or why not)."""
-    from packaging.version import Version
-
-    disabled = unsloth_disabled_vllm()
-    if disabled:
-        return False, f"Unsloth disabled vLLM when it was imported: {disabled}"
-    found = vllm_version()
-    if found is None:
-        return False, "vLLM is not installed (pip install 'grpo-lite[vllm]')"
-    low, high = TRL_VLLM_RANGE
-    if not Version(low) <= Version(Version(found).base_version) <= Version(high):
-        return False, f"vLLM {found} is outside the {low}-{high} that TRL 1.15 supports"
-    if cuda_available() and not supports_bf16():
-        # vLLM releases after 0.11 do not run on a T4 (compute capability 7.5), and 0.11 is outside TRL 1.15's range
-        return False, f"vLLM {found} does not run on this GPU (compute capability below 8.0, e.g. a T4)"
-    return True, f"vLLM {found}"
 
 
 def import_unsloth_first() -> bool:

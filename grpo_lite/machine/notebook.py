@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import UserError
-from .device import installed, supports_bf16, this_gpu, vllm_usable
+from .device import installed, supports_bf16, this_gpu
+from .engine import Engine, generation_engine
 
 HOW_TO_GET_A_GPU = (
     "Colab: Runtime > Change runtime type > T4 GPU, then Runtime > Run all. "
@@ -90,35 +91,31 @@ class RuntimeReport:
     gpu: str | None
     memory_gb: float | None
     precision: str
-    vllm: bool
-    vllm_reason: str
+    engine: Engine  # which engine generates completions, and why
     unsloth: bool
 
     def __str__(self) -> str:
         if self.gpu is None:
             return f"{self.platform} runtime: no GPU; CPU smoke mode (a tiny model, fp32). For a GPU: {HOW_TO_GET_A_GPU}"
-        vllm = f"vLLM generation: yes ({self.vllm_reason})" if self.vllm else f"vLLM generation: no ({self.vllm_reason}); transformers generates"
         unsloth = "Unsloth: installed" if self.unsloth else "Unsloth: not installed (transformers + PEFT)"
-        return f"{self.platform} runtime: {self.gpu}, {self.memory_gb:.1f} GB, {self.precision}. {vllm}. {unsloth}."
+        return (f"{self.platform} runtime: {self.gpu}, {self.memory_gb:.1f} GB, {self.precision}. "
+                f"Generation: {self.engine}. {unsloth}.")
 
 
 def check_runtime(allow_cpu: bool = False) -> RuntimeReport:
-    """Print and return what this runtime gives a run: GPU, memory, precision, vLLM (and why not).
+    """Print and return what this runtime gives a run: GPU, memory, precision, and which engine generates (vLLM or
+    transformers) and why (:func:`grpo_lite.machine.engine.generation_engine`).
 
     Without a CUDA GPU it raises :class:`NoGPU`, saying how to switch the runtime to one, so that "Run all"
     stops here instead of training on the CPU; ``allow_cpu=True`` (a notebook's smoke mode) goes on.
     """
     where = platform()
     gpu = this_gpu()
-    if gpu is None:
-        if not allow_cpu:
-            raise NoGPU(f"This {where} runtime has no GPU, and GRPO on a real model needs one. {HOW_TO_GET_A_GPU} "
-                        "To try the notebook on the CPU instead (a tiny offline model, a few steps), set SMOKE = True.")
-        report = RuntimeReport(where, None, None, "fp32", False, "no GPU", installed("unsloth"))
-    else:
-        precision = "bf16" if supports_bf16() else "fp16"
-        vllm, reason = vllm_usable()
-        report = RuntimeReport(where, gpu.name, gpu.memory_gb, precision, vllm, reason, installed("unsloth"))
+    if gpu is None and not allow_cpu:
+        raise NoGPU(f"This {where} runtime has no GPU, and GRPO on a real model needs one. {HOW_TO_GET_A_GPU} "
+                    "To try the notebook on the CPU instead (a tiny offline model, a few steps), set SMOKE = True.")
+    precision = "fp32" if gpu is None else "bf16" if supports_bf16() else "fp16"
+    report = RuntimeReport(where, gpu and gpu.name, gpu and gpu.memory_gb, precision, generation_engine(), installed("unsloth"))
     print(report)
     return report
 

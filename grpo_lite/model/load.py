@@ -2,7 +2,8 @@
 
 Backends, best first:
 - ``unsloth``: a CUDA GPU and Unsloth installed. 4-bit weights, Unsloth's gradient checkpointing, and vLLM
-  generation (``fast_inference``) when a vLLM that TRL accepts is installed.
+  generation (``fast_inference``) where :mod:`grpo_lite.machine.engine` decides vLLM can generate (the card, the
+  installed vLLM, TRL and transformers).
 - ``transformers``: transformers + PEFT LoRA, 4-bit through bitsandbytes when installed. On a CUDA GPU in
   its 16-bit dtype; asked for on a CPU, fp32, and 4-bit through bitsandbytes' CPU kernels.
 - ``cpu``: no GPU. fp32, no quantization; for tiny models and tests.
@@ -20,7 +21,8 @@ from typing import Any
 
 from ..errors import UserError
 from ..log import logger
-from ..machine.device import cuda_available, half_dtype, installed, vllm_usable
+from ..machine.device import cuda_available, half_dtype, installed
+from ..machine.engine import generation_engine
 from ..run.settings import BACKEND_CHOICES, LORA_TARGET_MODULES, ConfigError, LoadSettings, model_problems
 from .lora import adapted_layers, describe_lora, lora_targets
 
@@ -68,19 +70,23 @@ def loaded_as(model) -> LoadedModel | None:
 
 
 def _fast_inference(requested: bool | str, backend: str) -> tuple[bool, str]:
-    """Whether generation goes through vLLM, and why."""
+    """Whether generation goes through vLLM, and why (the engine and its reason, from
+    :func:`grpo_lite.machine.engine.generation_engine`)."""
     if requested not in (True, False, "auto"):
         raise BackendError(f"fast_inference={requested!r}: use True, False or 'auto'")
     if requested is False:
-        return False, "fast_inference off"
+        return False, "fast_inference off: transformers generates"
     if backend != "unsloth":
         if requested is True:
             raise BackendError("fast_inference=True (vLLM generation) works through backend='unsloth' only, on a CUDA GPU")
-        return False, "fast_inference off (vLLM generation needs the Unsloth backend)"
-    usable, why = vllm_usable()
-    if requested is True and not usable:
-        raise BackendError(f"fast_inference=True needs vLLM: {why}")
-    return usable, f"fast_inference {'on' if usable else 'off'} ({why})"
+        return False, "fast_inference off: transformers generates (vLLM generation needs the Unsloth backend)"
+    engine = generation_engine()
+    if requested is True and not engine.vllm:
+        if not engine.untested:
+            raise BackendError(f"fast_inference=True needs vLLM: {engine.reason}")
+        logger.warning(f"fast_inference=True: vLLM generates as asked, though {engine.reason}")
+        return True, f"fast_inference on as asked: vLLM generates ({engine.reason})"
+    return engine.vllm, f"fast_inference {'on' if engine.vllm else 'off'}: {engine}"
 
 
 def choose_backend(backend: str = "auto", *, load_in_4bit: bool = True, fast_inference: bool | str = "auto") -> Backend:
@@ -188,7 +194,9 @@ def load_model(
     (grpo_lite.model.lora); the log says which layers carry LoRA and which linear layers do not, and why.
     ``max_seq_length`` bounds prompt + completion: ``train`` refuses a longer run before it starts (Unsloth
     also sizes its RoPE cache and vLLM by it). ``fast_inference="auto"`` generates through vLLM when the
-    Unsloth backend is chosen and a vLLM that TRL accepts is installed; ``gpu_memory_utilization="auto"``
+    Unsloth backend is chosen and :func:`grpo_lite.machine.engine.generation_engine` says vLLM can generate here
+    (a T4 with the stack Unsloth's notebooks install there, vLLM 0.11.2; a newer card with a vLLM the installed TRL
+    accepts); the log line ``backend=...`` says which engine generates and why; ``gpu_memory_utilization="auto"``
     then gives vLLM what training leaves free, by the memory planner. Extra keyword arguments go to the
     backend's ``from_pretrained``.
 
