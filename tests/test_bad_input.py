@@ -173,9 +173,9 @@ CLI = [
     ("dataset-not-utf8", {"run.yaml": _with(dataset={"path": "train.jsonl"}), "train.jsonl": b'{"question": "\xff"}\n'},
      ["train", "run.yaml"], ["train.jsonl: not UTF-8 text (invalid start byte at byte 14)"]),
     ("heldout-samples-zero", {"run.yaml": _with(heldout={"builtin": "arithmetic", "samples": 0})}, ["train", "run.yaml"],
-     ["the run: heldout samples=0 (heldout_samples in train()): give the sampled completions per held-out row"]),
+     ["the run: heldout.samples=0: give the sampled completions per held-out row (1: greedy only; heldout_samples in train())"]),
     ("heldout-n-text", {"run.yaml": _with(heldout={"builtin": "arithmetic", "n": "all"})}, ["train", "run.yaml"],
-     ["the run: heldout n='all' (heldout_n in train()): give how many held-out rows to evaluate"]),
+     ["the run: heldout.n='all': give how many held-out rows to evaluate (e.g. 200; heldout_n in train())"]),
     ("heldout-file-missing", {"run.yaml": _with(heldout={"path": "test.jsonl"})}, ["train", "run.yaml"],
      ["the run: heldout: data file 'test.jsonl' does not exist"]),
     ("set-without-value", {"run.yaml": _with()}, ["train", "run.yaml", "--set", "max_steps"],
@@ -302,7 +302,7 @@ def test_train_on_no_rows_is_an_error(tiny_model, prepared, tmp_path):
     ({"learning_rate": "fast"}, "learning_rate='fast': give a number"),
     ({"temperature": -1.0}, "temperature=-1.0: GRPO samples its groups"),
     ({"reward_weights": [1.0, 2.0]}, "reward_weights has 2 values for the 1 reward functions"),
-    ({"heldout_samples": 0, "heldout": "rows"}, "heldout samples=0"),
+    ({"heldout_samples": 0, "heldout": "rows"}, "heldout.samples=0"),
 ], ids=["max_steps", "learning_rate", "temperature", "reward_weights", "heldout_samples"])
 def test_train_refuses_settings_before_the_run_folder_exists(keywords, message, tiny_model, prepared, tmp_path):
     model, tokenizer = tiny_model

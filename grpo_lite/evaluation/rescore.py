@@ -21,6 +21,7 @@ from rewards.diagnoses import TIE, Finding, finding, is_no_signal
 from rewards.display import RichReport
 
 from ..data.prepare import DatasetError
+from ..errors import NotFound
 from ..monitor.samples import question_of, read_samples
 from ..run.files import RUN_FILE
 from ..run.record import read_run
@@ -110,7 +111,7 @@ def rescore_run(output_dir: str | Path, rewards: Any, dataset: Any = None, *, qu
     output_dir = Path(output_dir)
     samples = read_samples(output_dir)
     if not samples:
-        raise FileNotFoundError(f"rescore_run: no samples.jsonl with completions in {output_dir}; pass the output_dir "
+        raise NotFound(f"rescore_run: no samples.jsonl with completions in {output_dir}; pass the output_dir "
                                 "train() wrote to")
     funcs, _ = resolve_rewards(rewards)
     needs_gold = [f.__name__ for f in funcs if reads_gold(f)]

@@ -14,6 +14,9 @@ from typing import Any
 
 import torch
 
+from ..data.prepare import DatasetError
+from ..run.settings import ConfigError
+
 
 def _prompt_texts(tokenizer, prompts_or_messages: Sequence[Any]) -> list[str]:
     """Chat message lists go through the chat template, ready for the assistant's turn; strings stay as they are."""
@@ -24,7 +27,7 @@ def _prompt_texts(tokenizer, prompts_or_messages: Sequence[Any]) -> list[str]:
         elif isinstance(item, (list, tuple)) and all(isinstance(m, dict) and "role" in m for m in item):
             texts.append(tokenizer.apply_chat_template(list(item), tokenize=False, add_generation_prompt=True))
         else:
-            raise TypeError(
+            raise DatasetError(
                 f"generate: prompt {i} is a {type(item).__name__}; pass a string or a list of chat messages "
                 "like [{'role': 'user', 'content': '...'}]"
             )
@@ -162,12 +165,12 @@ def sample(
     if isinstance(prompts_or_messages, str):
         prompts_or_messages = [prompts_or_messages]
     if num_return_sequences > 1 and not do_sample:
-        raise ValueError("generate: num_return_sequences > 1 gives identical greedy copies; pass do_sample=True")
+        raise ConfigError("generate: num_return_sequences > 1 gives identical greedy copies; pass do_sample=True")
     if adapter not in (True, False):
-        raise ValueError(f"generate: adapter={adapter!r}; use True (the LoRA adapter on) or False (the base model alone)")
+        raise ConfigError(f"generate: adapter={adapter!r}; use True (the LoRA adapter on) or False (the base model alone)")
     vllm = has_vllm_engine(model)
     if not adapter and not vllm and not hasattr(model, "disable_adapter"):
-        raise ValueError(f"generate: adapter=False, but this {type(model).__name__} has no LoRA adapter to turn off (a merged or "
+        raise ConfigError(f"generate: adapter=False, but this {type(model).__name__} has no LoRA adapter to turn off (a merged or "
                          "fully trained model has no base model left in it)")
     texts = _prompt_texts(tokenizer, prompts_or_messages)
     options = dict(max_completion_length=max_completion_length, do_sample=do_sample, num_return_sequences=num_return_sequences,

@@ -19,6 +19,8 @@ import string
 import tempfile
 from pathlib import Path
 
+from ..run.settings import ConfigError
+
 CHATML_TEMPLATE = (
     "{% for message in messages %}"
     "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
@@ -48,7 +50,7 @@ def build_tokenizer(vocab_size: int | None = None):
     tokens = SPECIAL_TOKENS + byte_symbols
     if vocab_size is not None:
         if vocab_size < len(tokens):
-            raise ValueError(f"vocab_size={vocab_size}: the byte-level tokenizer needs at least {len(tokens)} tokens")
+            raise ConfigError(f"vocab_size={vocab_size}: the byte-level tokenizer needs at least {len(tokens)} tokens")
         tokens += list(itertools.islice(_words(), vocab_size - len(tokens)))
     vocab = {token: i for i, token in enumerate(tokens)}
     core = Tokenizer(models.BPE(vocab=vocab, merges=[]))
