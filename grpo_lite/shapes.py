@@ -19,7 +19,6 @@ as it is, for the check to refuse.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable as CallableType
 from dataclasses import dataclass, field
 from typing import Any
@@ -147,7 +146,12 @@ class Whole(Shape):
         return True
 
     def from_text(self, value: Any) -> Any:
-        return int(value) if isinstance(value, str) and re.fullmatch(r"\s*[-+]?\d+\s*", value) else value
+        if not isinstance(value, str):
+            return value
+        try:
+            return int(value)
+        except ValueError:
+            return value
 
 
 @dataclass(frozen=True)
@@ -222,10 +226,8 @@ class AnyOf(Shape):
         return any(option.fits(value) for option in self.options)
 
     def wants(self) -> str:
-        named = self.choices()
-        if named is not None:
-            return ", ".join(named[:-1]) + f" or {named[-1]}" if len(named) > 1 else named[0]
-        return " or ".join(option.wants() for option in self.options)
+        named = self.choices() or [option.wants() for option in self.options]
+        return ", ".join(named[:-1]) + f" or {named[-1]}" if len(named) > 1 else named[0]
 
     def choices(self) -> list[str] | None:
         named = [option.choices() for option in self.options]

@@ -169,7 +169,10 @@ def main(argv: list[str] | None = None) -> int:
     """Run a command. What the user gave that cannot work exits 2 and a run that could not go on exits 1, each
     with its message and no traceback (``--debug`` or GRPO_LITE_DEBUG=1 shows it); grpo-lite's own bugs show theirs."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as done:  # --help, or a flag argparse refused (its grpo-lite: line is said): the exit code
+        return done.code
     if os.getcwd() not in sys.path:  # "module:function" rewards name the user's own modules, as python -m would find them
         sys.path.insert(0, os.getcwd())
     try:

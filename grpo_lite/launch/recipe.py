@@ -69,7 +69,7 @@ def run_recipe(settings: RunSettings, *, output_dir: str | Path | None = None, c
     fresh = out is None and not resume and isinstance(settings.model, str) and int(os.environ.get("WORLD_SIZE", "1")) == 1
     if fresh:
         out = fresh_run_dir(run_name(settings.model))
-    settings = dataclasses.replace(settings, output_dir=str(out) if out is not None else None)
+    settings = dataclasses.replace(settings, output_dir=str(out) if isinstance(out, Path) else out)  # else: checked as given
     found = [f"the run: {problem}" for problem in settings.problems(resume=resume)]  # all of it before the model loads
     if settings.dataset is None:
         found.append("the run has no dataset: add dataset: {builtin: ...}, {path: ...} or the data file's path to the run YAML")

@@ -298,7 +298,7 @@ class RunSettings:
             found += [f"dataset: {problem}" for problem in data_problems(self.dataset)]
         if isinstance(self.heldout, Heldout) and isinstance(self.heldout.data, dict) and not self.heldout.problems():
             found += [f"heldout: {problem}" for problem in data_problems(self.heldout.data)]
-        if "rewards" in wrong:
+        if {"rewards", "overrides"} & wrong:
             return found
         from rewards import resolve_rewards
 
@@ -350,7 +350,7 @@ class RunSettings:
         elif dot:
             raise ConfigError(f"--set {key}: unknown section {section!r}{did_you_mean(section, ['load', *DATA_SECTIONS])}; "
                               "dotted settings are load.*, dataset.* and heldout.*, GRPOConfig fields have no dot")
-        elif key in declared(type(self)) and key != "overrides":
+        elif key in declared(type(self)):
             document[key] = value
         else:
             document["overrides"] = {**document.get("overrides", {}), key: value}
@@ -468,12 +468,13 @@ class RecipeLoader(yaml.SafeLoader):
                     continue
                 key = self.construct_object(key_node, deep=True)
                 try:
-                    first = seen.setdefault(key, key_node.start_mark.line)
+                    given = key in seen
                 except TypeError:  # a list as a key: PyYAML's own error names it below
                     continue
-                if first != key_node.start_mark.line:
-                    raise DuplicateKey(None, None, f"{key!r} is given twice (first on line {first + 1}); keep one",
+                if given:
+                    raise DuplicateKey(None, None, f"{key!r} is given twice (first on line {seen[key] + 1}); keep one",
                                        key_node.start_mark)
+                seen[key] = key_node.start_mark.line
         return super().construct_mapping(node, deep)
 
 
@@ -551,6 +552,8 @@ def shape_of(annotation: Any) -> Shape:
         return ListOf(shape_of(args[0]) if args else Anything())
     if origin is dict or annotation is dict:
         return Mapping()
+    if isinstance(annotation, type) and annotation is not typing.Any:  # a class of its own: an instance of it
+        return Kind((annotation,), said=f"a {annotation.__name__}")
     return Anything()
 
 
@@ -595,11 +598,14 @@ def _field_problems(overrides: dict[str, Any]) -> list[str]:
     for key, value in overrides.items():
         if key in REMOVED_FIELDS:
             found.append(f"{key}: {REMOVED_FIELDS[key]}")
+        elif key == "output_dir":  # the run's own setting, which it hands GRPOConfig itself
+            found.append(f"output_dir={shown(value)} among the GRPOConfig fields: it is the run's own setting; give it at the "
+                         "run's top level (output_dir: in a run YAML, --output-dir, train(output_dir=...))")
         elif key not in shapes:
             found.append(f"{key!r} is not a GRPOConfig option{did_you_mean(key, shapes)}")
         elif not shapes[key].fits(value):  # its type; a None it refuses is said by the range, which says what belongs
             found += problems(OPTION_RANGES[key] if value is None and key in OPTION_RANGES else shapes[key], value, key)
-        elif key in OPTION_RANGES and value is not None:  # a None its type allows is no number out of range
+        elif key in OPTION_RANGES:  # a None its type allows too, where grpo-lite and TRL cannot train with one
             found += problems(OPTION_RANGES[key], value, key)
     return found
 
@@ -617,11 +623,15 @@ def _option_problems(o: dict[str, Any]) -> list[str]:
     processes = int(os.environ.get("WORLD_SIZE", "1"))  # TRL counts every process's batch
     generation_batch = o.get("generation_batch_size") or per_device * processes * (o.get("steps_per_generation") or accumulation)
     if generation_batch % g:
+        steps = ("steps_per_generation", o["steps_per_generation"]) if o.get("steps_per_generation") else (
+            "gradient_accumulation_steps", accumulation)
+        made_of = (f"generation_batch_size={o['generation_batch_size']}" if o.get("generation_batch_size") else
+                   f"per_device_train_batch_size={per_device}, {steps[0]}={steps[1]}"
+                   f"{f', {processes} processes' if processes > 1 else ''}")
         found.append(
-            f"the generation batch ({generation_batch} completions: per_device_train_batch_size={per_device}, "
-            f"gradient_accumulation_steps={accumulation}{f', {processes} processes' if processes > 1 else ''}) "
-            f"must be divisible by num_generations={g}: e.g. set "
-            f"per_device_train_batch_size={g} or num_generations to a divisor of {generation_batch}"
+            f"the generation batch ({generation_batch} completions: {made_of}) must be divisible by num_generations={g}: "
+            f"e.g. set {'generation_batch_size' if o.get('generation_batch_size') else 'per_device_train_batch_size'}={g} "
+            f"or num_generations to a divisor of {generation_batch}"
         )
     optim = str(o.get("optim", ""))
     if "8bit" in optim and importlib.util.find_spec("bitsandbytes") is None:

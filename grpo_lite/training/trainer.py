@@ -110,8 +110,9 @@ def _check_one_batch(dataset, config) -> None:
         raise DatasetError(
             f"the dataset has {len(dataset)} rows and one generation batch takes {prompts} prompts "
             f"(generation_batch_size={config.generation_batch_size} completions in groups of num_generations="
-            f"{config.num_generations}), so no step could train: add rows, or lower per_device_train_batch_size or "
-            "gradient_accumulation_steps"
+            f"{config.num_generations}: per_device_train_batch_size={config.per_device_train_batch_size} x "
+            f"steps_per_generation={config.steps_per_generation}), so no step could train: add rows, or lower "
+            "per_device_train_batch_size, gradient_accumulation_steps, steps_per_generation or generation_batch_size"
         )
 
 
