@@ -129,29 +129,15 @@ def _within(value: float, low, high, low_open: bool, high_open: bool) -> bool:
     return not (high is not None and (value >= high if high_open else value > high))
 
 
-@dataclass(frozen=True)
-class Whole(Shape):
-    """A whole number (not a bool), from ``low`` to ``high``."""
-
-    low: int | None = None
-    high: int | None = None
-
-    def fits(self, value: Any) -> bool:
-        return is_whole(value) and _within(value, self.low, self.high, False, False)
-
-    def wants(self) -> str:
-        return "a whole number" + _bounds(self.low, self.high, False, False)
-
-    def numeric(self) -> bool:
-        return True
-
-    def from_text(self, value: Any) -> Any:
-        if not isinstance(value, str):
-            return value
-        try:
-            return int(value)
-        except ValueError:
-            return value
+def _read_number(value: Any, kind: type) -> Any:
+    """Text spelling a finite number of ``kind`` as that number; anything else as it is ("nan", "inf" stay text)."""
+    if not isinstance(value, str):
+        return value
+    try:
+        number = kind(value)
+    except ValueError:
+        return value
+    return number if math.isfinite(number) else value
 
 
 @dataclass(frozen=True)
@@ -173,13 +159,24 @@ class Number(Shape):
         return True
 
     def from_text(self, value: Any) -> Any:
-        if not isinstance(value, str):
-            return value
-        try:
-            number = float(value)
-        except ValueError:
-            return value
-        return number if math.isfinite(number) else value  # "nan", "inf": left as text, and refused as text
+        return _read_number(value, float)
+
+
+@dataclass(frozen=True)
+class Whole(Number):
+    """A whole number (not a bool), from ``low`` to ``high``."""
+
+    low: int | None = None
+    high: int | None = None
+
+    def fits(self, value: Any) -> bool:
+        return is_whole(value) and super().fits(value)
+
+    def wants(self) -> str:
+        return "a whole number" + _bounds(self.low, self.high, False, False)
+
+    def from_text(self, value: Any) -> Any:
+        return _read_number(value, int)
 
 
 @dataclass(frozen=True)

@@ -277,7 +277,7 @@ def check_rewards(
     """
     funcs, set_weights = resolve_rewards(reward_funcs)
     weights = list(reward_weights) if reward_weights is not None else set_weights
-    rows_in = _rows(samples)
+    rows_in = records(samples)
     if not rows_in:
         raise RewardError("no samples: pass rows like {'prompt': ..., 'completion': ..., 'answer': ...}")
     missing = [i for i, row in enumerate(rows_in) if "completion" not in row]
@@ -330,8 +330,8 @@ def check_rewards(
                         logged_metrics=logged_metrics, logged_columns=logged_columns)
 
 
-def _rows(samples: Any) -> list[dict[str, Any]]:
-    """The lab's rows from a list of dicts, a ``datasets.Dataset`` or a pandas DataFrame (by its columns)."""
+def records(samples: Any) -> list[dict[str, Any]]:
+    """Rows as dicts from a list of dicts, a ``datasets.Dataset`` or a pandas DataFrame (by its columns)."""
     if is_data_frame(samples):
         return samples.to_dict(orient="records")
     if isinstance(samples, (str, bytes, dict)) or not isinstance(samples, Iterable):

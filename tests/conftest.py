@@ -37,6 +37,13 @@ def fault_table(pytestconfig):
     return pytestconfig.stash.setdefault(FAULT_TABLE, [])
 
 
+@pytest.fixture(scope="session")
+def generated_inputs(pytestconfig):
+    """How the inputs tests/test_generated_input.py made ended, counted for the summary."""
+    return pytestconfig.stash.setdefault(GENERATED, dict.fromkeys(("generated", "refused", "accepted", "tracebacks",
+                                                                     "silent changes"), 0))
+
+
 def pytest_terminal_summary(terminalreporter, config):
     """Say which sandbox isolation the code-execution tests ran under on this machine, how the generated inputs ended,
     and print the table of injected faults when their tests ran (shown with -q too; benchmarks/faults_table.py

@@ -17,7 +17,7 @@ import pytest
 import yaml
 from trl.trainer.utils import get_callable_name
 
-from grpo_lite import evaluate, load_model, plan, prepare_dataset, read_metrics, train
+from grpo_lite import evaluate, load_model, plan, prepare_dataset, read_metrics, rescore_run, train
 from grpo_lite.data.prepare import DatasetError
 from grpo_lite.errors import NotFound, UserError
 from grpo_lite.guards.reward_calls import guard
@@ -245,6 +245,8 @@ def test_a_data_frame_goes_where_rows_go(tiny_model, tmp_path):
                    heldout=prepared.to_pandas(), heldout_n=2, **QUICK)
     assert result.metrics and result.evaluation.base.n == 2
     assert evaluate(model, tokenizer, prepared.to_pandas(), heldout_n=2, max_completion_length=4, progress=None).n == 2
+    from_frame = rescore_run(tmp_path / "run", "numeric_correctness_reward", pd.DataFrame(ROWS))
+    assert from_frame.rows == rescore_run(tmp_path / "run", "numeric_correctness_reward", ROWS).rows and from_frame.rows
 
 
 @pytest.mark.parametrize("keywords, said", [

@@ -13,7 +13,7 @@ ends one of two ways:
   tiny one and training itself is left out.
 
 Nothing else: an exception of any other kind (a traceback) or a value read as something else (a silent change) fails
-the test. The number of inputs and of each outcome is printed in the session summary (conftest.py).
+the test. The number of inputs and of each outcome is printed in the session summary (conftest.py, generated_inputs).
 """
 
 import contextlib
@@ -52,7 +52,6 @@ KEPT = "notes.txt"  # a file of the user's in the run folder: never lost
 EXAMPLES = int(os.environ.get("GRPO_LITE_GENERATED_EXAMPLES", "300"))
 BOUNDED = settings(max_examples=EXAMPLES, deadline=None, derandomize=os.environ.get("GRPO_LITE_GENERATED_SEEDED", "1") == "1",
                    database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-FOUND = {"generated": 0, "refused": 0, "accepted": 0, "tracebacks": 0, "silent changes": 0}
 
 
 # --- values drawn from a shape ---------------------------------------------------------------------------------------
@@ -200,13 +199,6 @@ def tiny(tiny_model_dir):
     return load_model(str(tiny_model_dir), lora_rank=8)
 
 
-@pytest.fixture(scope="module")
-def counts(pytestconfig):
-    from conftest import GENERATED
-
-    return pytestconfig.stash.setdefault(GENERATED, FOUND)
-
-
 @contextlib.contextmanager
 def run_folder():
     """A working folder holding the rows file and a run folder with a file of the user's in it; afterwards, that file
@@ -298,7 +290,7 @@ ROUTE_SETTINGS = sorted(SETTINGS)
 
 @BOUNDED
 @given(route=st.sampled_from(["yaml", "set", "twice"]), setting=_setting_and_value(ROUTE_SETTINGS))
-def test_a_run_yaml_or_set_value_of_any_shape_is_refused_by_name_or_read_as_given(route, setting, tiny, counts):
+def test_a_run_yaml_or_set_value_of_any_shape_is_refused_by_name_or_read_as_given(route, setting, tiny, generated_inputs):
     key, value = setting
     flag = yaml.safe_dump(value, default_flow_style=True, width=10**9).removesuffix("\n...\n").removesuffix("\n")
     if "\n" in flag or not same(yaml.safe_load(flag), value) and value == value:
@@ -333,7 +325,7 @@ def test_a_run_yaml_or_set_value_of_any_shape_is_refused_by_name_or_read_as_give
             assert _no_run_written(root), f"{key}={value!r} refused after writing a run"
             return "refused"
 
-    _outcome(counts, check)
+    _outcome(generated_inputs, check)
 
 
 def _place(document: dict, key: str, value) -> None:
@@ -367,7 +359,7 @@ TRL_REREADS = {"accelerator_config", "dataloader_pin_memory", "debug", "eval_str
 
 @BOUNDED
 @given(setting=_setting_and_value(API_SETTINGS, _api_shape))
-def test_a_train_keyword_of_any_shape_is_refused_by_name_or_trains_as_given(setting, tiny, counts):
+def test_a_train_keyword_of_any_shape_is_refused_by_name_or_trains_as_given(setting, tiny, generated_inputs):
     key, value = setting
     model, tokenizer = tiny
     captured: dict = {}
@@ -398,7 +390,7 @@ def test_a_train_keyword_of_any_shape_is_refused_by_name_or_trains_as_given(sett
                 return "refused"
             raise AssertionError("train() returned without training")
 
-    _outcome(counts, check)
+    _outcome(generated_inputs, check)
 
 
 LOAD_ARGUMENTS = sorted(set(declared(LoadSettings)) - {"from_pretrained"})
@@ -406,7 +398,7 @@ LOAD_ARGUMENTS = sorted(set(declared(LoadSettings)) - {"from_pretrained"})
 
 @BOUNDED
 @given(function=st.sampled_from(["load_model", "plan", "prepare_dataset"]), data=st.data())
-def test_an_argument_of_any_shape_is_refused_by_name_or_taken_as_given(function, data, tiny_model_dir, counts):
+def test_an_argument_of_any_shape_is_refused_by_name_or_taken_as_given(function, data, tiny_model_dir, generated_inputs):
     declared_here = {"load_model": {k: declared(LoadSettings)[k] for k in LOAD_ARGUMENTS}, "plan": PLAN_ARGUMENTS,
                      "prepare_dataset": {k: DATA_KEYS[k] for k in ("question", "answer", "system_prompt",
                                                                      "max_prompt_tokens", "on_long_prompt")}}[function]
@@ -434,4 +426,4 @@ def test_an_argument_of_any_shape_is_refused_by_name_or_taken_as_given(function,
                 return "refused"
             return "accepted"
 
-    _outcome(counts, check)
+    _outcome(generated_inputs, check)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rewards import check_rewards, resolve_rewards
-from rewards.check import RewardReport, reads_gold
+from rewards.check import RewardReport, reads_gold, records
 from rewards.diagnoses import TIE, Finding, finding, is_no_signal
 from rewards.display import RichReport
 
@@ -93,7 +93,7 @@ class RescoreReport(RichReport):
 
 
 def _columns_by_question(dataset, question: str) -> dict[str, dict[str, Any]]:
-    rows = dataset.to_list() if hasattr(dataset, "to_list") else list(dataset)
+    rows = records(dataset)
     found = {}
     for row in rows:
         key = question_of(row["prompt"]) if "prompt" in row else str(row.get(question, ""))
