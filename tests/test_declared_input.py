@@ -12,6 +12,7 @@ import math
 import re
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
@@ -241,9 +242,10 @@ def test_a_data_frame_goes_where_rows_go(tiny_model, tmp_path):
     lab = check_rewards("exact_match_reward", pd.DataFrame(rows))
     assert lab.scores("exact_match_reward") == check_rewards("exact_match_reward", rows).scores("exact_match_reward")
     assert len(lab.rows) == 2  # rows, not the column names
-    result = train(model, tokenizer, prepared.to_pandas(), "numeric_correctness_reward", output_dir=tmp_path / "run",
-                   heldout=prepared.to_pandas(), heldout_n=2, **QUICK)
+    result = train(model, tokenizer, prepared.to_pandas(), ("numeric_correctness_reward",), output_dir=tmp_path / "run",
+                   heldout=prepared.to_pandas(), heldout_n=2, reward_weights=np.array([2.0]), **QUICK)
     assert result.metrics and result.evaluation.base.n == 2
+    assert read_run(result.output_dir).settings.reward_weights == [2.0]  # a tuple and an array, as lists
     assert evaluate(model, tokenizer, prepared.to_pandas(), heldout_n=2, max_completion_length=4, progress=None).n == 2
     from_frame = rescore_run(tmp_path / "run", "numeric_correctness_reward", pd.DataFrame(ROWS))
     assert from_frame.rows == rescore_run(tmp_path / "run", "numeric_correctness_reward", ROWS).rows and from_frame.rows

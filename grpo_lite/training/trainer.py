@@ -224,12 +224,20 @@ def train(
     """
     loaded = loaded_as(model)
     settings = RunSettings(
-        model=model_name(model), rewards=rewards, load=loaded.settings if loaded else None,
-        reward_weights=list(reward_weights) if isinstance(reward_weights, (list, tuple)) else reward_weights, preset=preset,
+        model=model_name(model), rewards=_as_list(rewards), load=loaded.settings if loaded else None,
+        reward_weights=_as_list(reward_weights), preset=preset,
         output_dir=str(output_dir) if isinstance(output_dir, (str, Path)) else output_dir, overwrite=overwrite,
         reward_timeout=reward_timeout,
         heldout=Heldout(heldout, heldout_n, heldout_samples) if heldout is not None else None, overrides=overrides)
     return train_run(model, tokenizer, dataset, settings, callbacks=callbacks, resume=resume, dashboard=dashboard)
+
+
+def _as_list(values: Any) -> Any:
+    """A tuple, or an array of numbers (numpy, torch, pandas), as the list the settings hold; anything else as it is,
+    for the settings' shapes to check."""
+    if hasattr(values, "tolist") and not isinstance(values, (str, dict)):
+        return values.tolist()
+    return list(values) if isinstance(values, tuple) else values
 
 
 def model_name(model) -> str:
