@@ -10,10 +10,14 @@ Anything else is a bug in grpo-lite: the command line shows its traceback.
 
 from __future__ import annotations
 
+from rewards.errors import UserError  # the reward package's refusals are UserErrors too
 
-class UserError(Exception):
-    """Something the user gave cannot work; the message names it and says how to fix it."""
+__all__ = ["UserError", "RunFault", "NotFound"]
 
 
 class RunFault(Exception):
     """A started run could not go on; the message says what was kept and what to change."""
+
+
+class NotFound(UserError, FileNotFoundError):
+    """A file or folder the user named is not there (a run folder without its record, a data file)."""

@@ -19,6 +19,8 @@ from collections.abc import Sequence
 
 import torch
 
+from .errors import RewardError
+
 EPSILON = 1e-4
 SCALE_REWARDS = ("group", "batch", "none")
 AGGREGATIONS = ("sum_then_normalize", "normalize_then_sum")
@@ -64,16 +66,16 @@ def group_advantages(
     ([0.707, -0.707, 0.0, 0.0], [False, False, True, True])
     """
     if scale_rewards not in SCALE_REWARDS:
-        raise ValueError(f"scale_rewards={scale_rewards!r}: use one of {SCALE_REWARDS}")
+        raise RewardError(f"scale_rewards={scale_rewards!r}: use one of {SCALE_REWARDS}")
     if aggregation not in AGGREGATIONS:
-        raise ValueError(f"aggregation={aggregation!r}: use one of {AGGREGATIONS}")
+        raise RewardError(f"aggregation={aggregation!r}: use one of {AGGREGATIONS}")
     rewards_per_func = rewards_per_func.to(torch.float64)
     n, k = rewards_per_func.shape
     if n % num_generations:
-        raise ValueError(f"{n} completions do not split into groups of num_generations={num_generations}")
+        raise RewardError(f"{n} completions do not split into groups of num_generations={num_generations}")
     w = torch.ones(k, dtype=torch.float64) if weights is None else torch.tensor(list(weights), dtype=torch.float64)
     if w.numel() != k:
-        raise ValueError(f"{w.numel()} weights for {k} reward functions")
+        raise RewardError(f"{w.numel()} weights for {k} reward functions")
     unscorable = torch.isnan(rewards_per_func).all(dim=1)
 
     if aggregation == "sum_then_normalize":

@@ -22,17 +22,18 @@ import csv
 import inspect
 import json
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .calling import call_reward, read_scores
-from .combine import reward_name, weighted_total
+from .combine import distinct_names, weighted_total
 from .correctness import final_answer, gold_answers
 from .diagnoses import DIAGNOSIS, TIE
 from .display import RichReport
-from .extract import completion_text
+from .errors import RewardError
+from .extract import completion_text, is_data_frame
 from .registry import resolve_rewards
 
 RESERVED = ("prompt", "completion", "completion_ids")
@@ -276,16 +277,16 @@ def check_rewards(
     """
     funcs, set_weights = resolve_rewards(reward_funcs)
     weights = list(reward_weights) if reward_weights is not None else set_weights
-    rows_in = [dict(row) for row in (samples.to_list() if hasattr(samples, "to_list") else samples)]
+    rows_in = records(samples)
     if not rows_in:
-        raise ValueError("no samples: pass rows like {'prompt': ..., 'completion': ..., 'answer': ...}")
+        raise RewardError("no samples: pass rows like {'prompt': ..., 'completion': ..., 'answer': ...}")
     missing = [i for i, row in enumerate(rows_in) if "completion" not in row]
     if missing:
-        raise ValueError(f"rows {missing[:5]} have no 'completion' key; each row needs the completion to score")
+        raise RewardError(f"rows {missing[:5]} have no 'completion' key; each row needs the completion to score")
     if weights is not None and len(weights) != len(funcs):
-        raise ValueError(f"reward_weights has {len(weights)} values for {len(funcs)} reward functions")
+        raise RewardError(f"reward_weights has {len(weights)} values for {len(funcs)} reward functions")
 
-    names = [reward_name(f) for f in funcs]
+    names = distinct_names(funcs)  # as training logs them: two lambdas are <lambda> and <lambda>_2
     problems = [
         Problem("unreadable_completion", "not a string or a list of {'role', 'content'} messages", row=i)
         for i, row in enumerate(rows_in)
@@ -327,6 +328,20 @@ def check_rewards(
     settings = {"reward_weights": weights, "scale_rewards": scale_rewards, "multi_objective_aggregation": multi_objective_aggregation}
     return RewardReport(functions=names, rows=rows, problems=problems, settings=settings,
                         logged_metrics=logged_metrics, logged_columns=logged_columns)
+
+
+def records(samples: Any) -> list[dict[str, Any]]:
+    """Rows as dicts from a list of dicts, a ``datasets.Dataset`` or a pandas DataFrame (by its columns)."""
+    if is_data_frame(samples):
+        return samples.to_dict(orient="records")
+    if isinstance(samples, (str, bytes, dict)) or not isinstance(samples, Iterable):
+        raise RewardError(f"samples is a {type(samples).__name__}: pass rows, a list of dicts like {{'prompt': ..., "
+                          "'completion': ..., 'answer': ...}, a datasets.Dataset or a pandas DataFrame")
+    rows = samples.to_list() if hasattr(samples, "to_list") else list(samples)
+    bad = next((i for i, row in enumerate(rows) if not isinstance(row, dict)), None)
+    if bad is not None:
+        raise RewardError(f"sample {bad} is a {type(rows[bad]).__name__}, expected a dict of column -> value")
+    return [dict(row) for row in rows]
 
 
 def _trainer_state():

@@ -11,6 +11,8 @@ import functools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
+from .errors import RewardError
+
 
 def reward_name(func: Callable) -> str:
     """The name TRL logs a reward under (``rewards/<name>/mean``): a function's ``__name__``, the wrapped
@@ -23,6 +25,39 @@ def reward_name(func: Callable) -> str:
     while isinstance(func, functools.partial):
         func = func.func
     return getattr(func, "__name__", type(func).__name__)
+
+
+def distinct_names(funcs: Sequence[Callable]) -> list[str]:
+    """The name each reward is logged under: its :func:`reward_name`, and for the second and later of one name (two
+    lambdas, two partials of one function) that name with ``_2``, ``_3``, ..., so that each keeps a curve of its own.
+
+    >>> distinct_names([len, lambda completions, **kw: [], lambda completions, **kw: [], functools.partial(len)])
+    ['len', '<lambda>', '<lambda>_2', 'len_2']
+    """
+    return distinct([reward_name(func) for func in funcs])
+
+
+def distinct(names: Sequence[str]) -> list[str]:
+    """``names`` with the second and later of each numbered on (``_2``, ``_3``, ...), past any name already taken."""
+    told: list[str] = []
+    for name in names:
+        if name in told:
+            number = 2
+            while f"{name}_{number}" in told or f"{name}_{number}" in names:
+                number += 1
+            name = f"{name}_{number}"
+        told.append(name)
+    return told
+
+
+def name_clashes(funcs: Sequence[Callable], names: Sequence[str]) -> str | None:
+    """One line saying which rewards of one name :func:`distinct_names` told apart, and how; None when none shared one."""
+    renamed = [(reward_name(func), name) for func, name in zip(funcs, names) if name != reward_name(func)]
+    if not renamed:
+        return None
+    shared = list(dict.fromkeys(old for old, _ in renamed))
+    told = ", ".join(f"{old!r} as {', '.join([old] + [new for o, new in renamed if o == old])}" for old in shared)
+    return f"rewards of one name are logged apart (rewards/<name>/mean): {told}; give them names of their own (def, or __name__)"
 
 
 def weighted_total(scores: Sequence[float | None], weights: Sequence[float]) -> float | None:
@@ -44,7 +79,7 @@ class Combined:
 
     def __init__(self, *parts: Callable, name: str):
         if not parts:
-            raise ValueError("Combined needs at least one reward function")
+            raise RewardError("Combined needs at least one reward function")
         self.parts = parts
         self.__name__ = name
 
@@ -92,7 +127,7 @@ class RewardSet:
 
     def __init__(self, *rewards: Callable | Weighted):
         if not rewards:
-            raise ValueError("RewardSet needs at least one reward function")
+            raise RewardError("RewardSet needs at least one reward function")
         self.items = [r if isinstance(r, Weighted) else Weighted(r, 1.0) for r in rewards]
 
     @property

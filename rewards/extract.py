@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from typing import Any
 
 _MAX_SCAN_CHARS = 200_000  # longer completions are cut before regex work so one runaway sample cannot stall a batch
@@ -48,6 +49,12 @@ def _content_text(content: Any) -> str:
     if isinstance(content, list):  # multimodal content parts: keep the text ones
         return "".join(part.get("text", "") for part in content if isinstance(part, dict))
     return str(content)
+
+
+def is_data_frame(value: Any) -> bool:
+    """Whether ``value`` is a pandas DataFrame (a notebook's rows), without importing pandas: none exists unless it is."""
+    pandas = sys.modules.get("pandas")
+    return pandas is not None and isinstance(value, pandas.DataFrame)
 
 
 def extract_xml_tag(text: str, tag: str) -> str | None:

@@ -10,6 +10,7 @@ import json
 import math
 from collections.abc import Callable, Sequence
 
+from .errors import RewardError
 from .extract import completion_text
 
 
@@ -29,7 +30,7 @@ class IdealLength:
 
     def __init__(self, ideal_words: int = 100, scale: float = 0.3):
         if ideal_words <= 0:
-            raise ValueError(f"ideal_words must be positive, got {ideal_words}")
+            raise RewardError(f"ideal_words must be positive, got {ideal_words}")
         self.ideal_words = ideal_words
         self.scale = scale
 
@@ -222,7 +223,7 @@ class SoftOverlongPunishment:
 
     def __init__(self, max_completion_len: int = 512, soft_cache_len: int = 128):
         if not 0 < soft_cache_len <= max_completion_len:
-            raise ValueError("soft_cache_len must be in (0, max_completion_len]")
+            raise RewardError("soft_cache_len must be in (0, max_completion_len]")
         self.max_completion_len = max_completion_len
         self.soft_cache_len = soft_cache_len
 

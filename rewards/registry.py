@@ -3,19 +3,25 @@
 A name is a reward function's ``__name__`` (``numeric_correctness_reward``) or a preset (``math``,
 ``gsm8k``, ``code``, ``summarization``, ``qa``; the ``*_REWARDS`` constant names work too). Anywhere a
 reward is expected (``grpo_lite.train``, ``evaluate``, ``check_rewards``, a run YAML, ``grpo-lite score``)
-it may also be a function, a ``RewardSet`` / ``weighted`` item, or a ``"module:function"`` import path.
+it may also be a function, a ``RewardSet`` / ``weighted`` item, a ``"module:function"`` import path, or a
+``"path/to/file.py:function"`` file path (from the working folder).
 """
 
 from __future__ import annotations
 
 import difflib
 import importlib
+import importlib.util
 import inspect
+import sys
 from collections.abc import Callable, Iterable
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from . import code, correctness, format, length, presets, style
 from .combine import RewardSet, Weighted, reward_name
+from .errors import RewardError
 
 
 def _collect() -> dict[str, Callable]:
@@ -60,31 +66,84 @@ def resolve(name: str) -> list[Callable]:
         return list(_PRESETS[name])
     if name in REWARDS:
         return [REWARDS[name]]
-    raise ValueError(
+    if name.endswith(".py"):
+        raise RewardError(f"reward {name!r}: name the function in the file too: '{name}:<function>'")
+    raise RewardError(
         f"unknown reward {name!r}{did_you_mean(name, [*REWARDS, *_PRESETS])}; presets are {sorted(presets.REWARD_PRESETS)}; "
         "rewards.registry.REWARDS names every reward, and 'module:function' imports your own"
     )
 
 
-def import_reward(path: str) -> Callable:
-    """The reward function at ``"module:function"`` (your own module on the Python path)."""
-    module_name, _, attribute = path.partition(":")
-    if not module_name or not attribute:
-        raise ValueError(f"reward {path!r}: write 'module:function', e.g. 'my_rewards:correctness_reward'")
+_FILE_MODULES: dict[Path, ModuleType] = {}  # each .py file a reward was imported from, once per process
+
+
+def is_file_reference(source: str) -> bool:
+    """Whether the part of a reward reference before its colon names a file (``path/to/file.py``), not a module."""
+    return source.endswith(".py") or "/" in source or "\\" in source
+
+
+def _import_file(source: str, reference: str) -> ModuleType:
+    """The module in the file ``source`` (a path from the working folder), run once per process."""
+    path = Path(source).expanduser()
+    if not path.is_file():
+        folder = path.parent
+        hint = did_you_mean(path.name, [p.name for p in folder.glob("*.py")]) if folder.is_dir() else ""
+        raise RewardError(f"reward {reference!r}: no file {source!r}{hint}; give the path of your .py file from the "
+                          f"working folder ({Path.cwd()}), or 'module:function' for a module on the Python path")
+    key = path.resolve()
+    if key in _FILE_MODULES:
+        return _FILE_MODULES[key]
+    name = f"reward_file_{path.stem}"
+    while name in sys.modules:  # another file of the same name
+        name += "_"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    module.__reward_file__ = source
+    sys.modules[name] = module  # what dataclasses and pickle look a class's module up in
     try:
-        module = importlib.import_module(module_name)
-    except ImportError as error:
-        raise ValueError(f"reward {path!r}: cannot import module {module_name!r} ({error}); is it on the Python path "
-                         "(the working folder, or PYTHONPATH)?") from error
-    except Exception as error:  # the module's own code failed as it was imported: a missing key, a syntax error
-        raise ValueError(f"reward {path!r}: importing module {module_name!r} raised {type(error).__name__}: {error}; "
-                         "fix the module (it runs when it is imported)") from error
+        spec.loader.exec_module(module)
+    except Exception as error:  # the file's own code failed as it ran: a missing key, a syntax error
+        del sys.modules[name]
+        raise RewardError(f"reward {reference!r}: running {source!r} raised {type(error).__name__}: {error}; fix the file "
+                          "(it runs when it is imported)") from error
+    _FILE_MODULES[key] = module
+    return module
+
+
+def file_reference(func: Callable) -> str | None:
+    """``"path/to/file.py:function"`` for a reward imported from a file by :func:`import_reward`, else None."""
+    module = sys.modules.get(getattr(func, "__module__", None) or "")
+    source = getattr(module, "__reward_file__", None)
+    qualname = getattr(func, "__qualname__", "")
+    return f"{source}:{qualname}" if source and getattr(module, qualname, None) is func else None
+
+
+def import_reward(path: str) -> Callable:
+    """The reward function at ``"module:function"`` (your own module on the Python path) or at
+    ``"path/to/file.py:function"`` (a file, from the working folder)."""
+    module_name, _, attribute = path.rpartition(":")  # the last colon: a Windows path has one of its own
+    if not module_name or not attribute:
+        raise RewardError(f"reward {path!r}: write 'module:function' or 'path/to/file.py:function', e.g. "
+                          "'my_rewards:correctness_reward'")
+    if is_file_reference(module_name):
+        module = _import_file(module_name, path)
+    else:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as error:
+            raise RewardError(f"reward {path!r}: cannot import module {module_name!r} ({error}); is it on the Python path "
+                              "(the working folder, or PYTHONPATH)? A file is named by its path: 'path/to/file.py:function'"
+                              ) from error
+        except Exception as error:  # the module's own code failed as it was imported: a missing key, a syntax error
+            raise RewardError(f"reward {path!r}: importing module {module_name!r} raised {type(error).__name__}: {error}; "
+                              "fix the module (it runs when it is imported)") from error
     func = getattr(module, attribute, None)
     if func is None:
-        raise ValueError(f"reward {path!r}: module {module_name!r} has no {attribute!r}"
-                         f"{did_you_mean(attribute, [n for n in dir(module) if not n.startswith('_')])}")
+        where = f"file {module_name!r}" if is_file_reference(module_name) else f"module {module_name!r}"
+        raise RewardError(f"reward {path!r}: {where} has no {attribute!r}"
+                          f"{did_you_mean(attribute, [n for n in dir(module) if not n.startswith('_')])}")
     if not callable(func):
-        raise TypeError(f"reward {path!r} is not callable")
+        raise RewardError(f"reward {path!r} is not callable")
     return func
 
 
@@ -96,7 +155,7 @@ def _check_signature(func: Callable) -> None:
     except (TypeError, ValueError):  # builtins and C callables: nothing to check
         return
     if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
-        raise TypeError(
+        raise RewardError(
             f"reward function {reward_name(func)!r} must accept **kwargs: TRL passes every dataset column "
             "and extra arguments (trainer_state, log_metric, ...) as keywords"
         )
@@ -104,10 +163,13 @@ def _check_signature(func: Callable) -> None:
 
 def _items(rewards: Any) -> list[Any]:
     """Names, import paths and presets replaced by functions; ``RewardSet`` and ``Weighted`` kept whole."""
+    if isinstance(rewards, dict):
+        raise RewardError(f"rewards={rewards!r:.80}: give a list of reward functions or names; weights go in reward_weights "
+                          "(or RewardSet(weighted(func, 2.0), ...))")
     single = isinstance(rewards, (str, RewardSet)) or callable(rewards)
     items = [rewards] if single else list(rewards or [])
     if not items:
-        raise ValueError("rewards is empty: pass at least one reward function (see the rewards package)")
+        raise RewardError("rewards is empty: pass at least one reward function (see the rewards package)")
     resolved: list[Any] = []
     for item in items:
         if isinstance(item, str):
@@ -115,7 +177,7 @@ def _items(rewards: Any) -> list[Any]:
         elif callable(item) or isinstance(item, RewardSet):
             resolved.append(item)
         else:
-            raise TypeError(f"reward {item!r} is neither a function nor a reward name")
+            raise RewardError(f"reward {item!r:.80} is neither a function nor a reward name")
     return resolved
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+from .errors import RewardError
 from .extract import completion_text, extract_xml_tag
 
 CONNECTORS = frozenset({"therefore", "thus", "because", "since", "consequently", "first", "second", "next", "finally", "however"})
@@ -87,9 +88,9 @@ class NgramRepetitionPenalty:
 
     def __init__(self, ngram_size: int = 3, max_penalty: float = -0.5, unit: str = "words"):
         if max_penalty > 0:
-            raise ValueError(f"max_penalty must be <= 0, got {max_penalty}")
+            raise RewardError(f"max_penalty must be <= 0, got {max_penalty}")
         if unit not in ("words", "characters"):
-            raise ValueError(f"unit={unit!r}: use 'words', or 'characters' for languages written without spaces")
+            raise RewardError(f"unit={unit!r}: use 'words', or 'characters' for languages written without spaces")
         self.ngram_size = ngram_size
         self.max_penalty = max_penalty
         self.unit = unit

@@ -27,6 +27,7 @@ def tiny_model(tiny_model_dir):
 
 
 FAULT_TABLE = pytest.StashKey[list]()
+GENERATED = pytest.StashKey[dict]()  # how the inputs tests/test_generated_input.py made from the declared shapes ended
 FAULT_TABLE_HEADER = ("| fault | injected as | the run ended with | survived | data lost |", "|---|---|---|---|---|")
 
 
@@ -36,12 +37,24 @@ def fault_table(pytestconfig):
     return pytestconfig.stash.setdefault(FAULT_TABLE, [])
 
 
+@pytest.fixture(scope="session")
+def generated_inputs(pytestconfig):
+    """How the inputs tests/test_generated_input.py made ended, counted for the summary."""
+    return pytestconfig.stash.setdefault(GENERATED, dict.fromkeys(("generated", "refused", "accepted", "tracebacks",
+                                                                     "silent changes"), 0))
+
+
 def pytest_terminal_summary(terminalreporter, config):
-    """Say which sandbox isolation the code-execution tests ran under on this machine, and print the table of
-    injected faults when their tests ran (shown with -q too; benchmarks/faults_table.py publishes it)."""
+    """Say which sandbox isolation the code-execution tests ran under on this machine, how the generated inputs ended,
+    and print the table of injected faults when their tests ran (shown with -q too; benchmarks/faults_table.py
+    publishes it)."""
     from rewards.sandbox import isolation
 
     terminalreporter.write_line(f"sandbox isolation: {isolation()}")
+    generated = config.stash.get(GENERATED, None)
+    if generated:
+        terminalreporter.write_line("generated input (tests/test_generated_input.py): " + ", ".join(
+            f"{count} {outcome}" for outcome, count in generated.items()))
     rows = config.stash.get(FAULT_TABLE, [])
     if rows:
         terminalreporter.write_line("injected faults (tests/test_faults.py):")

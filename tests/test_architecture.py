@@ -138,7 +138,8 @@ def test_each_constant_is_defined_once():
 
 # The layers, bottom first: a module may import from its own layer and the layers below it, never above.
 LAYERS = ["machine", "data", "run", "model", "guards", "monitor", "evaluation", "training", "launch"]
-TOP_LEVEL = {"__init__", "__main__", "log", "errors"}  # what every layer speaks through: its logger, its two error kinds
+# what every layer speaks through: its logger, its two error kinds, the shapes of what users give
+TOP_LEVEL = {"__init__", "__main__", "log", "errors", "shapes"}
 
 
 def _layer(module: str) -> str | None:

@@ -7,6 +7,7 @@ docs/errors.md groups these messages by family.
 """
 
 import json
+import re
 import sys
 
 import numpy as np
@@ -173,9 +174,9 @@ CLI = [
     ("dataset-not-utf8", {"run.yaml": _with(dataset={"path": "train.jsonl"}), "train.jsonl": b'{"question": "\xff"}\n'},
      ["train", "run.yaml"], ["train.jsonl: not UTF-8 text (invalid start byte at byte 14)"]),
     ("heldout-samples-zero", {"run.yaml": _with(heldout={"builtin": "arithmetic", "samples": 0})}, ["train", "run.yaml"],
-     ["the run: heldout samples=0 (heldout_samples in train()): give the sampled completions per held-out row"]),
+     ["the run: heldout.samples=0: give the sampled completions per held-out row (1: greedy only; heldout_samples in train())"]),
     ("heldout-n-text", {"run.yaml": _with(heldout={"builtin": "arithmetic", "n": "all"})}, ["train", "run.yaml"],
-     ["the run: heldout n='all' (heldout_n in train()): give how many held-out rows to evaluate"]),
+     ["the run: heldout.n='all': give how many held-out rows to evaluate (e.g. 200; heldout_n in train())"]),
     ("heldout-file-missing", {"run.yaml": _with(heldout={"path": "test.jsonl"})}, ["train", "run.yaml"],
      ["the run: heldout: data file 'test.jsonl' does not exist"]),
     ("set-without-value", {"run.yaml": _with()}, ["train", "run.yaml", "--set", "max_steps"],
@@ -186,6 +187,74 @@ CLI = [
      ["the run: learning_rate='quick': give a number"]),
     ("every-problem-at-once", {"run.yaml": _with(reward_timeout=-1, overrides__beta=-1, rewards=["gsm8kk"])},
      ["train", "run.yaml"], ["the run: reward_timeout=-1", "the run: beta=-1", "the run: unknown reward 'gsm8kk'"]),
+    # the second wave: shapes the YAML allows that a setting does not, read by each setting's declared shape
+    ("yaml-key-twice", {"run.yaml": _with() + "model: tiny\n"}, ["train", "run.yaml"],
+     ["run.yaml, line 9: 'model' is given twice (first on line 3); keep one"]),
+    ("yaml-nested-key-twice", {"run.yaml": "model: tiny\nrewards: [exact_match_reward]\noverrides: {max_steps: 1, max_steps: 2}\n"},
+     ["train", "run.yaml"], ["run.yaml, line 3: 'max_steps' is given twice (first on line 3); keep one"]),
+    ("set-key-twice", {"run.yaml": _with()}, ["train", "run.yaml", "--set", "load={lora_rank: 8, lora_rank: 4}"],
+     ["--set load: '{lora_rank: 8, lora_rank: 4}' is not a YAML value ('lora_rank' is given twice"]),
+    ("set-not-yaml", {"run.yaml": _with()}, ["train", "run.yaml", "--set", "rewards=[exact_match_reward"],
+     ["--set rewards: '[exact_match_reward' is not a YAML value"]),
+    ("dataset-a-plain-path", {"run.yaml": _with(dataset="train.jsonl")}, ["train", "run.yaml"],
+     ["the run: dataset: data file 'train.jsonl' does not exist"]),
+    ("set-dataset-a-plain-path", {"run.yaml": _with()}, ["train", "run.yaml", "--set", "dataset=train.jsonl"],
+     ["the run: dataset: data file 'train.jsonl' does not exist"]),
+    ("reward-weights-a-mapping", {"run.yaml": _with(reward_weights={"numeric_correctness_reward": 2.0})}, ["train", "run.yaml"],
+     ["the run: reward_weights={'numeric_correctness_reward': 2.0}: give one number per reward function (e.g. [2.0, 0.5])"]),
+    ("set-reward-weights-a-mapping", {"run.yaml": _with()}, ["train", "run.yaml", "--set", "reward_weights={a: 1}"],
+     ["the run: reward_weights={'a': 1}: give one number per reward function"]),
+    ("rewards-a-mapping", {"run.yaml": _with(rewards={"numeric_correctness_reward": 2.0})}, ["train", "run.yaml"],
+     ["the run: rewards={'numeric_correctness_reward': 2.0}: give reward or preset names", "weights go in reward_weights"]),
+    ("load-a-string", {"run.yaml": _with(load="fast")}, ["train", "run.yaml"],
+     ["run.yaml: load='fast': give a mapping of load settings (e.g. {lora_rank: 16, max_seq_length: 1024})"]),
+    ("overrides-a-string", {"run.yaml": _with(overrides="max_steps=5")}, ["train", "run.yaml"],
+     ["run.yaml: overrides='max_steps=5': give a mapping of GRPOConfig field -> value"]),
+    ("set-load-a-string", {"run.yaml": _with()}, ["train", "run.yaml", "--set", "load=fast"],
+     ["--set load: load='fast': give a mapping of load settings"]),
+    ("heldout-a-number", {"run.yaml": _with(heldout=5)}, ["train", "run.yaml"], ["run.yaml: heldout=5: give {path: test.jsonl"]),
+    ("learning-rate-nan", {"run.yaml": _with(overrides__learning_rate=float("nan"))}, ["train", "run.yaml"],
+     ["the run: learning_rate=nan: give a number (NaN and infinity are not numbers a run can use)"]),
+    ("reward-timeout-inf", {"run.yaml": _with(reward_timeout=float("inf"))}, ["train", "run.yaml"],
+     ["the run: reward_timeout=inf: give the seconds one reward call may take (e.g. 600), or null/None for no limit (NaN"]),
+    ("lora-dropout-nan", {"run.yaml": _with(load__lora_dropout=float("nan"))}, ["train", "run.yaml"],
+     ["the run: load.lora_dropout=nan: give a dropout between 0 and 1"]),
+    ("set-learning-rate-inf", {"run.yaml": _with()}, ["train", "run.yaml", "--set", "learning_rate=inf"],
+     ["the run: learning_rate='inf': give a number"]),
+    ("model-a-number", {"run.yaml": _with(model=7)}, ["train", "run.yaml"],
+     ["the run: model=7: give a hub id, a local model folder, or 'tiny'"]),
+    ("enum-typo", {"run.yaml": _with(overrides__lr_scheduler_type="cosin")}, ["train", "run.yaml"],
+     ["the run: lr_scheduler_type='cosin': use linear, cosine,", "; did you mean cosine"]),
+    ("output-dir-among-overrides", {"run.yaml": _with(overrides__output_dir="elsewhere")}, ["train", "run.yaml"],
+     ["the run: output_dir='elsewhere' among the GRPOConfig fields: it is the run's own setting"]),
+    ("dataset-unknown-key", {"run.yaml": _with(dataset={"builtin": "arithmetic", "qestion": "q"})}, ["train", "run.yaml"],
+     ["the run: dataset: unknown setting 'qestion'; did you mean question?"]),
+    ("dataset-builtin-wrong-column", {"run.yaml": _with(dataset={"builtin": "arithmetic", "question": "problem"})},
+     ["train", "run.yaml"], ["the run: dataset: built-in arithmetic: no column 'problem' (columns: answer, question)"]),
+    ("dataset-prepared-builtin", {"run.yaml": _with(dataset={"builtin": "arithmetic", "prepared": True})}, ["train", "run.yaml"],
+     ["the run: dataset: prepared: true rows are trained as they are from their file (path:), so builtin cannot apply"]),
+    ("dataset-prepared-empty-prompt", {"run.yaml": _with(dataset={"path": "train.jsonl", "prepared": True}), "train.jsonl":
+     '{"prompt": [{"role": "user", "content": "1+1?"}]}\n\n{"prompt": [{"role": "system", "content": "be brief"}, '
+     '{"role": "user", "content": " "}]}\n'},
+     ["train", "run.yaml"], ["the run: dataset: train.jsonl, line 3, column 'prompt': the chat prompt is empty (message 1, the "
+                             "user's, has no text)"]),
+    ("dataset-prepared-no-messages", {"run.yaml": _with(dataset={"path": "train.json", "prepared": True}),
+                                      "train.json": '[{"prompt": [{"role": "user", "content": "1+1?"}]}, {"prompt": []}]'},
+     ["train", "run.yaml"], ["the run: dataset: train.json, item 1, column 'prompt': the chat prompt is empty (no messages)"]),
+    ("heldout-n-without-rows", {"run.yaml": _with(heldout={"n": 50})}, ["train", "run.yaml"],
+     ["the run: heldout: give path: <a .jsonl, .json or .csv file> or builtin: <name> for the held-out rows"]),
+    ("reward-file-missing", {"run.yaml": _with(rewards=["lab/my_rewrds.py:judge"]), "lab/my_rewards.py": NO_KWARGS},
+     ["train", "run.yaml"], ["the run: reward 'lab/my_rewrds.py:judge': no file 'lab/my_rewrds.py'; did you mean my_rewards.py?"]),
+    ("reward-file-without-function", {"run.yaml": _with(rewards=["my_rewards.py"])}, ["train", "run.yaml"],
+     ["the run: reward 'my_rewards.py': name the function in the file too: 'my_rewards.py:<function>'"]),
+    ("plan-negative-length", {}, ["plan", "Qwen2.5-1.5B", "--max-prompt-tokens", "-5"],
+     ["plan: max_prompt_tokens=-5: give the longest prompt in tokens, 1 or more"]),
+    ("plan-one-generation", {}, ["plan", "Qwen2.5-1.5B", "--num-generations", "1", "--gpu", "0"],
+     ["plan: gpu=0.0: give a GPU's name", "plan: num_generations=1: GRPO compares completions within a group"]),
+    ("flag-not-a-number", {}, ["plan", "Qwen2.5-1.5B", "--num-generations", "eight"],
+     ["plan: argument --num-generations: invalid int value: 'eight'"]),
+    ("score-unknown-reward", {"rows.jsonl": '{"completion": "4", "answer": "4"}\n'},
+     ["score", "--data", "rows.jsonl", "--rewards", "exact_mach_reward"], ["unknown reward 'exact_mach_reward'"]),
     ("score-data-missing", {}, ["score", "--data", "rows.jsonl", "--rewards", "exact_match_reward"],
      ["--data rows.jsonl: no such file or folder"]),
     ("plan-unknown-model", {}, ["plan", "Qwen9-1B"], ["plan: unknown model 'Qwen9-1B'"]),
@@ -213,6 +282,7 @@ def test_the_command_line_says_what_is_wrong_in_one_line_each_and_exits_2(case, 
     lines = [line for line in err.splitlines() if line.startswith("grpo-lite: ")]
     assert rc == 2, err
     assert "Traceback" not in err
+    assert not [line for line in err.splitlines() if re.match(r"grpo-lite (?!warning:)[^:]*:", line)], err  # one prefix
     for expected in said:
         assert any(expected in line for line in lines), f"{expected!r} not in:\n{err}"
     assert sorted(p.name for p in tmp_path.iterdir() if p.name != "__pycache__") == before  # no run folder was made
@@ -302,7 +372,7 @@ def test_train_on_no_rows_is_an_error(tiny_model, prepared, tmp_path):
     ({"learning_rate": "fast"}, "learning_rate='fast': give a number"),
     ({"temperature": -1.0}, "temperature=-1.0: GRPO samples its groups"),
     ({"reward_weights": [1.0, 2.0]}, "reward_weights has 2 values for the 1 reward functions"),
-    ({"heldout_samples": 0, "heldout": "rows"}, "heldout samples=0"),
+    ({"heldout_samples": 0, "heldout": "rows"}, "heldout.samples=0"),
 ], ids=["max_steps", "learning_rate", "temperature", "reward_weights", "heldout_samples"])
 def test_train_refuses_settings_before_the_run_folder_exists(keywords, message, tiny_model, prepared, tmp_path):
     model, tokenizer = tiny_model

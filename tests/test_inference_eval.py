@@ -1,6 +1,7 @@
 import pytest
 
 from grpo_lite import prepare_dataset
+from grpo_lite.data.prepare import DatasetError
 from grpo_lite.evaluation.scoring import compare, evaluate, pass_at_k, score
 from grpo_lite.model.inference import generate
 
@@ -72,7 +73,7 @@ def test_generate_is_batch_independent_and_takes_strings_and_messages(tiny_model
     assert together == alone and len(together) == 3 and all(isinstance(t, str) for t in together)
     sampled = generate(model, tokenizer, prompts[:1], max_completion_length=6, do_sample=True, num_return_sequences=3)
     assert len(sampled) == 3
-    with pytest.raises(TypeError, match="chat messages"):
+    with pytest.raises(DatasetError, match="chat messages"):
         generate(model, tokenizer, [42])
 
 

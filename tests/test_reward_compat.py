@@ -14,6 +14,7 @@ from grpo_lite import preview, read_metrics, train
 from grpo_lite.run.callbacks import RunCallback
 from rewards import check_rewards
 from rewards.calling import call_reward, is_async_reward
+from rewards.combine import distinct, distinct_names
 
 SYSTEM = {"role": "system", "content": "Answer in <reasoning> and <answer> tags."}
 
@@ -96,12 +97,14 @@ def test_the_lab_scores_each_function_as_a_direct_call(chat, capsys):
     rows = lab_rows(chat)
     report = check_rewards(funcs, rows)
     assert not [p for p in report.problems if p.kind in ("exception", "wrong_length", "not_a_number")], report.problems
-    assert report.functions == [get_callable_name(f) for f in funcs]
+    # TRL's name for each (get_callable_name), the second of one name numbered on, as train() logs them
+    assert report.functions == distinct_names(funcs) == distinct([get_callable_name(f) for f in funcs])
+    assert len(set(report.functions)) == len(funcs) > len({get_callable_name(f) for f in funcs})  # two share a name here
     from transformers import TrainerState
 
-    for func in funcs:
+    for func, name in zip(funcs, report.functions):
         expected = direct(func, rows, trainer_state=TrainerState(), log_metric=lambda *a: None, log_extra=lambda *a: None)
-        assert same(report.scores(get_callable_name(func)), expected), get_callable_name(func)
+        assert same(report.scores(name), expected), name
     if not chat:
         assert report.logged_metrics["accuracy"] and report.logged_columns["golden_answer"][:3] == ["0", "2", "4"]
 
@@ -139,7 +142,7 @@ READS_STEP = {"curriculum_reward"}  # scored at the step it ran
 
 
 @pytest.mark.parametrize("chat", [True, False], ids=["chat", "plain"])
-def test_train_logs_each_function_under_trl_s_name_with_the_scores_of_a_direct_call(chat, tiny_model, tmp_path):
+def test_train_logs_each_function_under_a_name_of_its_own_with_the_scores_of_a_direct_call(chat, tiny_model, tmp_path):
     model, tokenizer = tiny_model
     funcs = CHAT_REWARDS if chat else PLAIN_REWARDS
     dataset = chat_dataset() if chat else plain_dataset()
@@ -148,8 +151,9 @@ def test_train_logs_each_function_under_trl_s_name_with_the_scores_of_a_direct_c
 
     records = read_metrics(tmp_path)
     assert [r["step"] for r in records] == [1, 2, 3]
-    names = [get_callable_name(f) for f in funcs]
+    names = distinct([get_callable_name(f) for f in funcs])  # TRL's names; two of one name apart, each with its curve
     assert all(f"rewards/{name}/mean" in records[-1] for name in names)
+    assert set(batches.batches[0]["rewards"]) == set(names)
     for batch in batches.batches:
         rows = batch_rows(batch, dataset)
         for func, name in zip(funcs, names):
@@ -190,10 +194,10 @@ def test_preview_scores_each_function_as_a_direct_call(tiny_model):
                      greedy=False)
     from transformers import TrainerState
 
-    for func in CHAT_REWARDS:
+    for func, name in zip(CHAT_REWARDS, distinct_names(CHAT_REWARDS)):
         expected = direct(func, report.rows, trainer_state=TrainerState(), log_metric=lambda *a: None,
                           log_extra=lambda *a: None)
-        assert same(report.lab.scores(get_callable_name(func)), expected), get_callable_name(func)
+        assert same(report.lab.scores(name), expected), name
 
 
 def test_off_the_main_thread_rewards_run_unchanged_without_a_limit_and_the_run_says_so_once(tiny_model, tmp_path, caplog):

@@ -135,7 +135,7 @@ def test_score_cli_takes_presets_and_the_users_own_rewards_by_import_path(tmp_pa
 def test_score_cli_fails_on_broken_rewards_and_bad_files(tmp_path):
     (tmp_path / "broken.jsonl").write_text('{"completion": "x"}\nnot json\n{"completion": "y"}\n')
     done = _score(["--rewards", "math", "--data", "broken.jsonl"], tmp_path)
-    assert done.returncode == 2 and "line 2 is not JSON" in done.stderr
+    assert done.returncode == 2 and "grpo-lite: broken.jsonl, line 2: not JSON" in done.stderr
     (tmp_path / "rows.jsonl").write_text(json.dumps(ROWS[0]) + "\n")
     done = _score(["--rewards", "numeric_corectness_reward", "--data", "rows.jsonl"], tmp_path)
     assert done.returncode == 2 and "did you mean numeric_correctness_reward" in done.stderr

@@ -120,7 +120,7 @@ def test_unknown_settings_are_refused_with_the_close_names(tmp_path, capsys):
         "grpo-lite: the run: unknown reward 'gsm8kk'; did you mean gsm8k?; presets are ['code', 'gsm8k', 'math', 'qa', "
         "'summarization']; rewards.registry.REWARDS names every reward, and 'module:function' imports your own"]
     recipe.write_text("model: tiny\ndataset: {builtin: arithmetic}\nrewards: [a]\nheldout: {builtin: arithmetic, samples: 0}\n")
-    with pytest.raises(ConfigError, match=r"heldout samples=0 \(heldout_samples in train\(\)\): give the sampled completions"):
+    with pytest.raises(ConfigError, match=r"heldout\.samples=0: give the sampled completions"):
         read_recipe(recipe).validate()
 
 

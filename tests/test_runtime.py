@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from grpo_lite import check_runtime, read_metrics, run_dir
+from grpo_lite.errors import UserError
 from grpo_lite.machine.notebook import NoGPU, use_one_gpu
 from grpo_lite.run.config import make_config
 
@@ -96,7 +97,7 @@ def test_kaggle_runs_write_under_kaggle_working(monkeypatch):
 
 
 def test_drive_without_colab_or_a_mount_is_refused_with_the_fix(tmp_path):
-    with pytest.raises(RuntimeError, match="drive=True needs Google Drive"):
+    with pytest.raises(UserError, match="drive=True needs Google Drive"):
         run_dir("quickstart", drive=True, drive_root=tmp_path / "drive")
 
 

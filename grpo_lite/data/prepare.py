@@ -1,8 +1,9 @@
 """Rows -> GRPO prompts: read the user's data, validate it, build chat prompts, filter long prompts.
 
 GRPOTrainer wants a ``prompt`` column (a list of chat messages) and passes every other column to the
-reward functions. ``prepare_dataset`` builds exactly that from a list of dicts, a ``datasets.Dataset``
-or a CSV/JSONL file, and says which row and column is wrong when the data is bad.
+reward functions. ``prepare_dataset`` builds exactly that from a list of dicts, a ``datasets.Dataset``, a pandas
+DataFrame or a CSV/JSONL file, and says which row and column is wrong when the data is bad; rows prepared already
+(with their own ``prompt`` column) are checked by :func:`check_prompts` before a chat template renders them.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from rewards.extract import gold_text
+from rewards.extract import gold_text, is_data_frame
 
 from ..log import logger
+from ..shapes import Declared, Flag, Shape, Text, Whole, check, optional
 from .prompts import DatasetError, fit_dataset, prompt_token_ids
 
 REASONING_SYSTEM_PROMPT = (
@@ -25,14 +27,29 @@ REASONING_SYSTEM_PROMPT = (
 )
 
 BUILTIN_DATASETS = Path(__file__).parents[1] / "assets" / "datasets"
+# Where a run's rows come from (a run YAML's dataset: and heldout: sections) and prepare_dataset's options, each with
+# its declared shape: prepare_dataset checks its arguments against them, the run's settings their sections.
+DATA_KEYS: dict[str, Shape] = {
+    "path": Declared(Text(), "give the data file: a .jsonl, .json or .csv path"),
+    "builtin": Declared(Text(), "give a built-in dataset's name (e.g. arithmetic)"),
+    "prepared": Declared(Flag(), "use true (the rows have their prompt column) or false"),
+    "question": Declared(Text(), "name the column holding the question"),
+    "answer": Declared(optional(Text()), "name the column holding the gold answer, or null/None for none"),
+    "system_prompt": Declared(optional(Text(blank=True)), "give the system message as text, or null/None for none"),
+    "max_prompt_tokens": Declared(optional(Whole(low=1)), "give the longest prompt in tokens (e.g. 256), or null/None for "
+                                  "no limit"),
+    "on_long_prompt": Text(among=("drop", "error")),
+}
 
 
 def load_rows(source: Any):
-    """A ``datasets.Dataset`` from a Dataset, a list of dicts, or a ``.csv`` / ``.jsonl`` / ``.json`` path (a list of
-    dicts stays a list). A file that cannot be read, or has no rows, is a :class:`DatasetError` naming the file and
-    the line."""
+    """A ``datasets.Dataset`` from a Dataset, a pandas DataFrame, a list of dicts, or a ``.csv`` / ``.jsonl`` / ``.json``
+    path (a list of dicts stays a list). A file that cannot be read, or has no rows, is a :class:`DatasetError` naming
+    the file and the line."""
     from datasets import Dataset
 
+    if is_data_frame(source):
+        source = as_dataset(source)
     if isinstance(source, Dataset):
         if len(source) == 0:
             raise DatasetError("the dataset has no rows")
@@ -50,6 +67,71 @@ def load_rows(source: Any):
     raise DatasetError(
         f"cannot read data of type {type(source).__name__}: pass a datasets.Dataset, a list of dicts or a file path"
     )
+
+
+def as_dataset(data: Any):
+    """``data`` as a ``datasets.Dataset``: a Dataset as it is, a pandas DataFrame by its columns (its index left out), a
+    list of dicts by :func:`load_rows`'s rules; anything else is a :class:`DatasetError`."""
+    from datasets import Dataset
+
+    if isinstance(data, Dataset):
+        return data
+    if is_data_frame(data):
+        try:
+            return Dataset.from_pandas(data, preserve_index=False)
+        except Exception as error:  # pyarrow's conversion names the column it could not store
+            raise DatasetError(f"the DataFrame cannot become a dataset ({' '.join(str(error).split())}); give each column "
+                               "values of one type") from None
+    rows = load_rows(data)
+    return rows if isinstance(rows, Dataset) else _to_dataset(rows)
+
+
+def _row_places(source: Any, count: int):
+    """How a message names row ``i`` of ``source``: its line in a JSON-lines file, its item in a JSON list, else its
+    index (from 0, as ``dataset[i]``)."""
+    path = Path(source) if isinstance(source, (str, Path)) else None
+    if path is not None and path.suffix.lower() == ".jsonl" and path.is_file():
+        lines = [n for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if line.strip()]
+        return lambda i: f"{path}, line {lines[i]}" if i < len(lines) else f"{path}, row {i}"
+    if path is not None:
+        return lambda i: f"{path}, {'item' if path.suffix.lower() == '.json' else 'row'} {i}"
+    return lambda i: f"row {i}"
+
+
+def _prompt_problem(prompt: Any) -> str | None:
+    """What keeps a prepared row's prompt from being one GRPOTrainer renders: text, or chat messages with their text."""
+    if isinstance(prompt, str):
+        return None if prompt.strip() else "the prompt is empty"
+    if not isinstance(prompt, (list, tuple)):
+        return f"expected text or chat messages, got {type(prompt).__name__} ({prompt!r:.60})"
+    if not prompt:
+        return "the chat prompt is empty (no messages)"
+    for index, message in enumerate(prompt):
+        if not (isinstance(message, dict) and isinstance(message.get("role"), str)):
+            return f"message {index} is {message!r:.60}, expected {{'role': ..., 'content': ...}}"
+        content = message.get("content")
+        text = content if isinstance(content, str) else "".join(
+            part.get("text") or "" for part in content if isinstance(part, dict)) if isinstance(content, list) else None
+        if text is None:
+            return f"message {index} ({message['role']}) has content {content!r:.60}, expected text"
+        if message["role"] == "user" and not text.strip():
+            return f"the chat prompt is empty (message {index}, the user's, has no text)"
+    if not any(message["role"] == "user" for message in prompt):
+        return f"the chat prompt has no user message (roles: {', '.join(m['role'] for m in prompt)})"
+    return None
+
+
+def check_prompts(rows: Any, source: Any = None) -> None:
+    """Refuse prepared rows (a ``prompt`` column already) whose prompt a chat template cannot render as a question:
+    not text or chat messages, empty, or a user message without text. The :class:`DatasetError` names the row
+    (``source``: the file it came from, to name its line) and the column, before anything renders them."""
+    prompts = rows["prompt"] if hasattr(rows, "column_names") else [row.get("prompt") for row in rows]
+    place = _row_places(source, len(prompts))
+    for index, prompt in enumerate(prompts):
+        problem = _prompt_problem(prompt)
+        if problem is not None:
+            raise DatasetError(f"{place(index)}, column 'prompt': {problem}; fill the row in or remove it (or build the "
+                               "prompts from questions with prepare_dataset)")
 
 
 def _read_file(path: Path):
@@ -170,8 +252,8 @@ def prepare_dataset(
     >>> ds[0]["solution"], ds[0]["answer"], ds[0]["problem"]
     ('2 + 2 = 4 #### 4', '4', 'What is 2+2?')
     """
-    if on_long_prompt not in ("drop", "error"):
-        raise DatasetError(f"on_long_prompt={on_long_prompt!r}: use 'drop' or 'error'")
+    check(dict(question=question, answer=answer, system_prompt=system_prompt, max_prompt_tokens=max_prompt_tokens,
+               on_long_prompt=on_long_prompt), DATA_KEYS, DatasetError, "prepare_dataset")
     source = load_rows(rows_or_dataset)
     is_list = isinstance(source, list)
     columns = list(dict.fromkeys(key for row in source for key in row)) if is_list else source.column_names

@@ -32,7 +32,7 @@ from rewards.combine import Weighted
 from rewards.diagnoses import TIE, Finding, finding, is_correct, is_no_signal, is_truncated
 from rewards.display import RichReport
 
-from ..data.prepare import DatasetError
+from ..data.prepare import DatasetError, as_dataset
 from ..model.inference import Completion, sample
 from ..monitor.samples import question_of
 from ..run.settings import ConfigError
@@ -315,6 +315,7 @@ def preview(
     """
     import torch
 
+    dataset = as_dataset(dataset)
     if "prompt" not in dataset.column_names:
         raise DatasetError(f"preview: the dataset has no 'prompt' column (columns: {dataset.column_names}); build it "
                          "with grpo_lite.prepare_dataset")

@@ -19,7 +19,10 @@ from .scoring import Comparison, compare, evaluate
 
 
 def check_heldout(heldout) -> None:
-    """Raise before any model work when ``heldout`` lacks the columns evaluation reads."""
+    """Raise before any model work when ``heldout`` is no dataset, or lacks the columns evaluation reads."""
+    if not hasattr(heldout, "column_names"):
+        raise DatasetError(f"heldout is a {type(heldout).__name__}, not a datasets.Dataset; build it with "
+                           "grpo_lite.prepare_dataset(rows, question=..., answer=...)")
     missing = [c for c in ("prompt", "answer") if c not in heldout.column_names]
     if missing:
         raise DatasetError(f"heldout has no {missing[0]!r} column (columns: {heldout.column_names}); build it with "

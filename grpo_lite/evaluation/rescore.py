@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from rewards import check_rewards, resolve_rewards
-from rewards.check import RewardReport, reads_gold
+from rewards.check import RewardReport, reads_gold, records
 from rewards.diagnoses import TIE, Finding, finding, is_no_signal
 from rewards.display import RichReport
 
 from ..data.prepare import DatasetError
 from ..data.prompts import FOLD_SEPARATOR
+from ..errors import NotFound
 from ..monitor.samples import question_of, read_samples
 from ..run.files import RUN_FILE
 from ..run.record import read_run
@@ -93,7 +94,7 @@ class RescoreReport(RichReport):
 
 
 def _columns_by_question(dataset, question: str) -> dict[str, dict[str, Any]]:
-    rows = dataset.to_list() if hasattr(dataset, "to_list") else list(dataset)
+    rows = records(dataset)
     found = {}
     for row in rows:
         key = question_of(row["prompt"]) if "prompt" in row else str(row.get(question, ""))
@@ -124,7 +125,7 @@ def rescore_run(output_dir: str | Path, rewards: Any, dataset: Any = None, *, qu
     output_dir = Path(output_dir)
     samples = read_samples(output_dir)
     if not samples:
-        raise FileNotFoundError(f"rescore_run: no samples.jsonl with completions in {output_dir}; pass the output_dir "
+        raise NotFound(f"rescore_run: no samples.jsonl with completions in {output_dir}; pass the output_dir "
                                 "train() wrote to")
     funcs, _ = resolve_rewards(rewards)
     needs_gold = [f.__name__ for f in funcs if reads_gold(f)]

@@ -18,13 +18,14 @@ from rich.table import Table
 
 from rewards import resolve_rewards
 from rewards.calling import as_trl_completion, call_reward
-from rewards.combine import reward_name
+from rewards.combine import distinct_names
 from rewards.diagnoses import is_correct
 from rewards.display import RichReport
 
-from ..data.prepare import DatasetError
+from ..data.prepare import DatasetError, as_dataset
 from ..model.inference import sample
-from ..run.settings import ConfigError
+from ..run.settings import OPTION_RANGES, ConfigError, Heldout, declared
+from ..shapes import Declared, Whole, check
 
 EXAMPLES_SHOWN = 3
 
@@ -144,7 +145,7 @@ def score(
     correct = scores(correctness, prompts, completions, columns)
     formatted = scores(format_reward, prompts, completions, columns)
     extra = resolve_rewards(rewards)[0] if rewards is not None else []
-    mean_rewards = {reward_name(f): _mean(scores(f, prompts, completions, columns)) for f in extra}
+    mean_rewards = {name: _mean(scores(f, prompts, completions, columns)) for f, name in zip(extra, distinct_names(extra))}
 
     pass_k: dict[int, float] = {}
     if sampled is not None:
@@ -167,6 +168,14 @@ def score(
         pass_at_k=pass_k,
         examples=examples,
     )
+
+
+# What evaluate()'s numbers may be: the held-out settings' shapes (heldout_n, heldout_samples) and GRPOConfig's ranges.
+EVALUATE_ARGUMENTS = {
+    "heldout_n": declared(Heldout)["n"], "heldout_samples": declared(Heldout)["samples"],
+    "max_completion_length": OPTION_RANGES["max_completion_length"], "temperature": OPTION_RANGES["temperature"],
+    "batch_size": Declared(Whole(low=1), "give the prompts generated at once, 1 or more"),
+}
 
 
 def evaluate(
@@ -200,6 +209,9 @@ def evaluate(
     """
     import torch
 
+    check(dict(heldout_n=heldout_n, heldout_samples=heldout_samples, max_completion_length=max_completion_length,
+               temperature=temperature, batch_size=batch_size), EVALUATE_ARGUMENTS, ConfigError, "evaluate")
+    dataset = as_dataset(dataset)
     rows = [dict(row) for row in (dataset.select(range(min(heldout_n, len(dataset)))) if heldout_n is not None else dataset)]
     if not rows:
         raise DatasetError("evaluate: the dataset is empty (or heldout_n=0); pass at least one row")

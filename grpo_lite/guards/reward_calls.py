@@ -38,9 +38,9 @@ class GuardedReward:
     """``func`` called as TRL calls it, each call for at most ``timeout`` seconds (None: no limit), with
     failures and hangs turned into ``None`` scores and counted."""
 
-    def __init__(self, func: Callable, timeout: float | None = REWARD_TIMEOUT):
+    def __init__(self, func: Callable, timeout: float | None = REWARD_TIMEOUT, name: str | None = None):
         self.func = func
-        self.__name__ = reward_name(func)
+        self.__name__ = name or reward_name(func)  # what TRL logs it under (trl.trainer.utils.get_callable_name)
         self.timeout = timeout
         # async rewards run on an event loop of their own, which any thread can time
         self.unlimited_reason = None if timeout is None or is_async_reward(func) else unavailable_reason()
@@ -107,11 +107,13 @@ class AsyncGuardedReward(GuardedReward):
         return self._checked(scores, len(completions))
 
 
-def guard(func: Callable, timeout: float | None = REWARD_TIMEOUT) -> GuardedReward:
-    """``func`` wrapped so that its failures and hangs score ``None``; async functions stay async."""
-    if isinstance(func, GuardedReward):
+def guard(func: Callable, timeout: float | None = REWARD_TIMEOUT, name: str | None = None) -> GuardedReward:
+    """``func`` wrapped so that its failures and hangs score ``None``; async functions stay async. ``name``: the one
+    TRL logs it under (default: its own, :func:`rewards.combine.reward_name`)."""
+    if isinstance(func, GuardedReward) and name in (None, func.__name__):
         return func
-    return AsyncGuardedReward(func, timeout) if is_async_reward(func) else GuardedReward(func, timeout)
+    func = func.func if isinstance(func, GuardedReward) else func
+    return AsyncGuardedReward(func, timeout, name) if is_async_reward(func) else GuardedReward(func, timeout, name)
 
 
 def unlimited(rewards: Sequence[GuardedReward]) -> str | None:

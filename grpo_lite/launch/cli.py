@@ -11,12 +11,12 @@ from ..errors import RunFault, UserError
 
 
 def _demo(args) -> int:
-    from ..run.files import EVAL_FILE
-    from .demo import run_demo
+    from ..run.files import EVAL_FILE, fresh_run_dir
+    from .demo import DEMO_RUNS, run_demo
 
-    run_demo(args.output_dir, max_steps=args.max_steps, seed=args.seed, heldout_n=args.heldout_n,
-             heldout_samples=args.heldout_samples)
-    print(f"grpo-lite demo: held-out scores in {args.output_dir / EVAL_FILE}; run files in {args.output_dir}")
+    out = args.output_dir or fresh_run_dir(DEMO_RUNS)
+    run_demo(out, max_steps=args.max_steps, seed=args.seed, heldout_n=args.heldout_n, heldout_samples=args.heldout_samples)
+    print(f"grpo-lite demo: held-out scores in {out / EVAL_FILE}; run files in {out}")
     return 0
 
 
@@ -39,7 +39,7 @@ def _train(args) -> int:
 def _launch_kit(args) -> int:
     from .kit import write_launch_kit
 
-    out = write_launch_kit(args.config, args.out, num_gpus=args.num_gpus)
+    out = write_launch_kit(args.config, args.out, num_gpus=args.num_gpus, overwrite=args.overwrite)
     print((out / "LAUNCH.md").read_text())
     return 0
 
@@ -52,22 +52,19 @@ def _score(args) -> int:
     from rewards import check_rewards
 
     from ..data.prepare import load_rows
+    from ..errors import NotFound
     from ..evaluation.rescore import rescore_run
     from ..run.files import read_jsonl
 
     source = args.data or args.run
     if not source.exists():
-        raise FileNotFoundError(f"{'--data' if args.data else '--run'} {source}: no such file or folder")
+        raise NotFound(f"{'--data' if args.data else '--run'} {source}: no such file or folder")
     names = args.rewards.split(",")
-    try:
-        if args.data:
-            report = check_rewards(names, read_jsonl(args.data))
-        else:
-            dataset = load_rows(args.dataset) if args.dataset else None
-            report = rescore_run(args.run, names, dataset, question=args.question)
-    except (ValueError, TypeError) as error:  # an unknown reward, a line that is not JSON, a missing column
-        print(f"grpo-lite score: {error}", file=sys.stderr)
-        return 2
+    if args.data:
+        report = check_rewards(names, read_jsonl(args.data))
+    else:
+        dataset = load_rows(args.dataset) if args.dataset else None
+        report = rescore_run(args.run, names, dataset, question=args.question)
     functions = getattr(report, "functions", names)
     width = max(shutil.get_terminal_size().columns, 90 + 12 * len(functions))  # wide tables scroll, not crush
     Console(width=width).print(report)
@@ -97,13 +94,23 @@ def _seconds_or_none(value: str) -> float | None:
     return seconds
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose refusals of a flag speak as every other refusal does: a ``grpo-lite:`` line, exit 2."""
+
+    def error(self, message: str):
+        self.print_usage(sys.stderr)
+        self.exit(2, f"grpo-lite: {self.prog.removeprefix('grpo-lite').strip() + ': ' if self.prog != 'grpo-lite' else ''}"
+                     f"{message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="grpo-lite", description=__doc__)
+    parser = _Parser(prog="grpo-lite", description=__doc__)
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error (also GRPO_LITE_DEBUG=1)")
     commands = parser.add_subparsers(dest="command", required=True)
 
     demo = commands.add_parser("demo", help="GRPO-train the shipped demo model on CPU and show held-out accuracy before/after")
-    demo.add_argument("--output-dir", type=Path, default=Path("outputs/demo"))
+    demo.add_argument("--output-dir", type=Path, default=None, help="where the run's files go (default: a fresh "
+                      "outputs/demo-<n>)")
     demo.add_argument("--max-steps", type=int, default=100)
     demo.add_argument("--seed", type=int, default=0)
     demo.add_argument("--heldout-n", type=int, default=200, help="held-out questions scored before and after")
@@ -116,7 +123,8 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser("train", help="train from a run YAML (model, dataset, rewards, preset, overrides)",
                               epilog=field_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("config", type=Path)
-    run.add_argument("--output-dir", type=Path, default=None, help="overrides output_dir in the YAML")
+    run.add_argument("--output-dir", type=Path, default=None, help="overrides output_dir in the YAML (none there: a fresh "
+                     "outputs/<model>-<n>)")
     run.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in the output dir")
     run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                      help=f"change a setting (preset={next(iter(TRAINING_PRESETS))}, load.lora_rank=32, heldout.n=50, "
@@ -130,6 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     kit.add_argument("config", type=Path, help="a recipe YAML, or the output dir of a finished run")
     kit.add_argument("--out", type=Path, default=Path("launch"))
     kit.add_argument("--num-gpus", type=int, default=2)
+    kit.add_argument("--overwrite", action="store_true", help="replace the launch kit --out holds")
     kit.set_defaults(handler=_launch_kit)
 
     score = commands.add_parser("score", help="run reward functions over completions: a JSONL of rows (the reward lab), "
@@ -160,12 +169,15 @@ def main(argv: list[str] | None = None) -> int:
     """Run a command. What the user gave that cannot work exits 2 and a run that could not go on exits 1, each
     with its message and no traceback (``--debug`` or GRPO_LITE_DEBUG=1 shows it); grpo-lite's own bugs show theirs."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as done:  # --help, or a flag argparse refused (its grpo-lite: line is said): the exit code
+        return done.code
     if os.getcwd() not in sys.path:  # "module:function" rewards name the user's own modules, as python -m would find them
         sys.path.insert(0, os.getcwd())
     try:
         return args.handler(args)
-    except (UserError, RunFault, FileNotFoundError) as error:
+    except (UserError, RunFault) as error:
         if args.debug or os.environ.get("GRPO_LITE_DEBUG") == "1":
             raise
         for line in str(error).splitlines() or [type(error).__name__]:

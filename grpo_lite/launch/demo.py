@@ -23,6 +23,7 @@ DEMO_MODEL_DIR = Path(__file__).parents[1] / "assets" / "demo-model"
 # Correctness pays 2.0 and format 0.5: every right answer earns more than any wrong one, tagged or not.
 DEMO_REWARDS = ["numeric_correctness_reward", "soft_xml_format_reward"]
 HELDOUT_QUESTIONS = 200  # the demo model never trained on the first this many of heldout_arithmetic_problems()
+DEMO_RUNS = "demo"  # each demo run without an output_dir gets a fresh outputs/demo-<n>
 
 
 @contextmanager
@@ -43,7 +44,7 @@ def _one_thread():
 
 
 def run_demo(
-    output_dir: str | Path = "outputs/demo",
+    output_dir: str | Path | None = None,
     *,
     max_steps: int = 100,
     seed: int = 0,
@@ -59,7 +60,8 @@ def run_demo(
     ``mean_rewards`` and ``pass_at_k`` (from ``heldout_samples``
     sampled completions per question; ``heldout_samples=1`` skips sampling) on ``heldout_n`` questions that neither
     the demo model nor this run trained on. ``overrides`` are GRPOConfig fields passed to :func:`grpo_lite.train`.
-    Run files (run.yaml, metrics.jsonl, the trained weights, eval.json) go to ``output_dir``.
+    Run files (run.yaml, metrics.jsonl, the trained weights, eval.json) go to ``output_dir``, by default a fresh
+    ``outputs/demo-<n>``; a folder holding another run is refused, as :func:`grpo_lite.train` refuses it.
     """
     if not 1 <= heldout_n <= HELDOUT_QUESTIONS:
         raise ConfigError(f"heldout_n={heldout_n}: use 1 to {HELDOUT_QUESTIONS}, the held-out questions the demo model "
@@ -69,8 +71,12 @@ def run_demo(
     from ..data.arithmetic import heldout_arithmetic_problems
     from ..data.prepare import load_builtin, prepare_dataset
     from ..model.load import load_model
+    from ..run.files import fresh_run_dir, say_fresh_run_dir
     from ..training.trainer import train
 
+    if output_dir is None:
+        output_dir = fresh_run_dir(DEMO_RUNS)
+        say_fresh_run_dir(output_dir)
     output_dir = Path(output_dir)
     set_seed(seed)
     # On the CPU on every machine, unquantized: the model is too small to gain from a GPU, and the cpu-smoke preset

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import shlex
+import shutil
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from rewards.registry import is_file_reference
 
 from ..log import logger
 from ..run.record import read_run
@@ -21,6 +24,7 @@ from ..run.settings import ConfigError, Heldout, RunSettings
 from .recipe import read_recipe
 
 RECIPE_FILE = "recipe.yaml"
+KIT_FILES = (RECIPE_FILE, "LAUNCH.md", "accelerate", "dataset.jsonl", "heldout.jsonl")  # what write_launch_kit writes
 
 _COMMON = {
     "compute_environment": "LOCAL_MACHINE",
@@ -75,8 +79,11 @@ def launch_commands(recipe: str = RECIPE_FILE, *, model: str, num_gpus: int = 2)
         raise ConfigError("num_gpus must be 2 or more for the multi-GPU commands")
     train = ["-m", "grpo_lite", "train", recipe]
 
-    def accelerate(mode: str, processes: int, extra: list[str]) -> str:
-        return shlex.join(["accelerate", "launch", "--config_file", f"accelerate/{mode}.yaml", "--num_processes", str(processes), *train, *extra])
+    def accelerate(mode: str, processes: int, extra: list[str], runs: str | None = None) -> str:
+        # several processes agree on no fresh folder of their own: each mode's runs go to one named here
+        folder = ["--output-dir", f"outputs/{runs or mode}"]
+        return shlex.join(["accelerate", "launch", "--config_file", f"accelerate/{mode}.yaml", "--num_processes", str(processes),
+                           *train, *folder, *extra])
 
     trainers = ",".join(str(i) for i in range(1, num_gpus))
     return {
@@ -85,7 +92,7 @@ def launch_commands(recipe: str = RECIPE_FILE, *, model: str, num_gpus: int = 2)
         "zero2": accelerate("zero2", num_gpus, MULTI_GPU),
         "zero3": accelerate("zero3", num_gpus, ZERO3),
         "vllm_server": shlex.join(["trl", "vllm-serve", "--model", model]),
-        "vllm_trainers": f"CUDA_VISIBLE_DEVICES={trainers} " + accelerate("ddp", num_gpus - 1, VLLM_SERVER),
+        "vllm_trainers": f"CUDA_VISIBLE_DEVICES={trainers} " + accelerate("ddp", num_gpus - 1, VLLM_SERVER, "vllm-trainers"),
     }
 
 
@@ -99,18 +106,26 @@ def recipe_from_run(run_dir: str | Path) -> RunSettings:
     return settings
 
 
-def write_launch_kit(source: Any, out_dir: str | Path, *, dataset=None, heldout=None, num_gpus: int = 2) -> Path:
+def write_launch_kit(source: Any, out_dir: str | Path, *, dataset=None, heldout=None, num_gpus: int = 2,
+                     overwrite: bool = False) -> Path:
     """Write ``recipe.yaml``, ``accelerate/*.yaml`` and ``LAUNCH.md`` (the commands) into ``out_dir``.
 
     ``source``: run settings, a recipe dict, a recipe YAML path, or the output dir of a finished
     :func:`train` run. ``dataset``: a prepared ``datasets.Dataset`` (``prompt`` column) to ship as
     ``dataset.jsonl``, for runs whose data lives only in a notebook; ``heldout`` likewise, as ``heldout.jsonl``.
+    Rewards imported from a file (``path/to/file.py:function``) are shipped beside the recipe. An ``out_dir`` holding
+    a launch kit already is refused unless ``overwrite=True``. The recipe has no output_dir: each run of it on one GPU
+    gets a fresh ``outputs/<model>-<n>``, and the commands for several processes name one folder per way of launching.
     """
     out = Path(out_dir)
+    held = sorted(name for name in KIT_FILES if (out / name).exists())
+    if held and not overwrite:
+        raise ConfigError(f"{out} already holds a launch kit ({', '.join(held)}): write it into another folder (--out), or "
+                          "replace it with overwrite=True (--overwrite)")
     if isinstance(source, RunSettings):
         settings = source
     elif isinstance(source, dict):
-        settings = RunSettings.from_dict(source, "the recipe").validate("the recipe")
+        settings = RunSettings.from_dict({**source, "output_dir": None}, "the recipe").validate("the recipe")
     elif Path(source).is_dir():
         settings = recipe_from_run(source)
         evaluated = read_run(source).chosen.get("heldout_rows")
@@ -124,6 +139,7 @@ def write_launch_kit(source: Any, out_dir: str | Path, *, dataset=None, heldout=
     _check_importable(settings.rewards)
     commands = launch_commands(RECIPE_FILE, model=settings.model, num_gpus=num_gpus)
     (out / "accelerate").mkdir(parents=True, exist_ok=True)  # once the source is read: a bad one leaves no folder
+    settings = dataclasses.replace(settings, rewards=[_shipped(reference, out) for reference in settings.rewards])
     if dataset is not None:
         dataset.to_json(str(out / "dataset.jsonl"))
         settings = dataclasses.replace(settings, dataset={"path": "dataset.jsonl", "prepared": True})
@@ -131,12 +147,24 @@ def write_launch_kit(source: Any, out_dir: str | Path, *, dataset=None, heldout=
         heldout.to_json(str(out / "heldout.jsonl"))
         settings = dataclasses.replace(settings, heldout=dataclasses.replace(
             settings.heldout or Heldout(), data={"path": "heldout.jsonl", "prepared": True}))
+    elif settings.heldout is not None and settings.heldout.data is None:  # rows run.yaml cannot hold, warned above
+        settings = dataclasses.replace(settings, heldout=None)
     recipe = dataclasses.replace(settings, output_dir=None).to_dict()
     (out / RECIPE_FILE).write_text(yaml.safe_dump(recipe, sort_keys=False))
     for mode in ACCELERATE_MODES:
         (out / "accelerate" / f"{mode}.yaml").write_text(yaml.safe_dump(accelerate_config(mode, num_gpus), sort_keys=True))
     (out / "LAUNCH.md").write_text(_launch_doc(commands, num_gpus))
     return out
+
+
+def _shipped(reference: Any, out: Path) -> Any:
+    """A reward imported from a file, as the kit's recipe names it: the file copied beside the recipe, which ``grpo-lite
+    train`` reads reward files relative to; any other reference as it is."""
+    source, _, function = reference.rpartition(":") if isinstance(reference, str) else ("", "", "")
+    if not (source and is_file_reference(source)):
+        return reference
+    shutil.copyfile(source, out / Path(source).name)
+    return f"{Path(source).name}:{function}"
 
 
 def _check_importable(references: list[str]) -> None:

@@ -7,7 +7,8 @@
     rewards: [soft_xml_format_reward, numeric_correctness_reward]
     reward_weights: [1.0, 1.0]      # optional
     preset: auto
-    output_dir: outputs/run
+    output_dir: outputs/run         # optional: a fresh outputs/<model>-<n> for each run without one
+    overwrite: false                # true: replace the run output_dir holds (else it is refused)
     reward_timeout: 600             # optional: seconds one reward call may take (null: no limit)
     chat_template_kwargs: {enable_thinking: false}   # optional: for the chat template, in training and after (Qwen3)
     heldout: {path: test.jsonl, question: question, answer: answer, n: 200, samples: 4}
@@ -18,10 +19,14 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from functools import reduce
 from pathlib import Path
 from typing import Any
 
+from rewards.registry import is_file_reference
+
+from ..run.files import fresh_run_dir, run_name, say_fresh_run_dir
 from ..run.settings import ConfigError, RunSettings, read_yaml
 
 
@@ -32,12 +37,19 @@ def read_recipe(path: str | Path) -> RunSettings:
     if not path.exists():
         raise ConfigError(f"run config {str(path)!r} does not exist")
     settings = RunSettings.from_dict(read_yaml(path), path.name)
-    data_path = (settings.dataset or {}).get("path")
-    if data_path and not Path(data_path).is_absolute() and (path.parent / data_path).exists():
-        settings.dataset = {**settings.dataset, "path": str(path.parent / data_path)}  # relative to the YAML
+
+    def beside(name: Any) -> Any:  # a file named relative to the YAML, where one is there
+        relative = isinstance(name, str) and name and not Path(name).is_absolute() and (path.parent / name).exists()
+        return str(path.parent / name) if relative else name
+
+    if isinstance(settings.dataset, dict) and "path" in settings.dataset:
+        settings.dataset = {**settings.dataset, "path": beside(settings.dataset["path"])}
     heldout = settings.heldout.data if settings.heldout is not None else None
-    if heldout and heldout.get("path") and not Path(heldout["path"]).is_absolute() and (path.parent / heldout["path"]).exists():
-        settings.heldout.data = {**heldout, "path": str(path.parent / heldout["path"])}
+    if isinstance(heldout, dict) and "path" in heldout:
+        settings.heldout.data = {**heldout, "path": beside(heldout["path"])}
+    if isinstance(settings.rewards, list):  # path/to/file.py:function
+        settings.rewards = [":".join([beside(r.rpartition(":")[0]), r.rpartition(":")[2]])
+                            if isinstance(r, str) and is_file_reference(r.rpartition(":")[0]) else r for r in settings.rewards]
     return settings
 
 
@@ -48,15 +60,25 @@ def apply_settings(settings: RunSettings, changes: list[str]) -> RunSettings:
 
 
 def run_recipe(settings: RunSettings, *, output_dir: str | Path | None = None, callbacks=(), resume: bool = False):
-    """Check the settings, then load the model, prepare the data and train; returns the TrainResult."""
+    """Check the settings, then load the model, prepare the data and train; returns the TrainResult. Without an output
+    folder (``output_dir`` or the settings'), a run on one process gets a fresh ``outputs/<model>-<n>``, said."""
     from ..data.prepare import load_builtin, load_rows, prepare_dataset
     from ..model.load import load_model
     from ..training.trainer import train_run
 
-    out = Path(output_dir or settings.output_dir or "outputs/grpo-lite")
-    settings = dataclasses.replace(settings, output_dir=str(out)).validate()  # all of it before the model loads
+    out = output_dir or settings.output_dir
+    fresh = out is None and not resume and isinstance(settings.model, str) and int(os.environ.get("WORLD_SIZE", "1")) == 1
+    if fresh:
+        out = fresh_run_dir(run_name(settings.model))
+    settings = dataclasses.replace(settings, output_dir=str(out) if isinstance(out, Path) else out)  # else: checked as given
+    found = [f"the run: {problem}" for problem in settings.problems(resume=resume)]  # all of it before the model loads
     if settings.dataset is None:
-        raise ConfigError("the run has no dataset: add dataset: {builtin: ...} or {path: ...} to the run YAML")
+        found.append("the run has no dataset: add dataset: {builtin: ...}, {path: ...} or the data file's path to the run YAML")
+    if found:
+        raise ConfigError("\n".join(found))
+    out = Path(settings.output_dir)
+    if fresh:
+        say_fresh_run_dir(out)
     model_name = settings.model
     if model_name == "tiny":
         from ..model.tiny import build_tiny_model

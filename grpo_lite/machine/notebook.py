@@ -13,7 +13,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import UserError
+from ..errors import NotFound, UserError
 from .device import installed, supports_bf16, this_gpu
 from .engine import Engine, generation_engine
 
@@ -134,7 +134,7 @@ def run_dir(name: str, *, drive: bool = False, drive_root: str | Path = "/conten
             try:
                 from google.colab import drive as colab_drive
             except ImportError:
-                raise RuntimeError(
+                raise NotFound(
                     f"drive=True needs Google Drive at {root}/MyDrive: run on Colab, or mount Drive there first, or set drive=False."
                 ) from None
             colab_drive.mount(str(root))

@@ -29,6 +29,7 @@ from rich.table import Table
 from rewards.display import RichReport
 
 from ..errors import UserError
+from ..shapes import AnyOf, Declared, Exactly, Flag, Number, Text, Whole, check, optional
 from .device import GB, this_gpu
 
 # Memory per card in GiB as torch reports it (torch.cuda.get_device_properties(0).total_memory), which is
@@ -57,6 +58,24 @@ KNOWN_MODELS = {
 
 class PlanError(UserError, ValueError):
     """The model or GPU cannot be read; the message says what is accepted."""
+
+
+# What each argument of plan() may be: a refused one is named with its fix, before anything is estimated.
+PLAN_ARGUMENTS = {
+    "gpu": Declared(AnyOf((Text(), Number(low=0, low_open=True), Exactly(math.inf))),
+                    f"give a GPU's name ({', '.join(GPUS)}) or its memory in GB (inf: the estimate alone, with no card)"),
+    "num_generations": Declared(Whole(low=2), "GRPO compares completions within a group, so use 2 or more"),
+    "max_prompt_tokens": Declared(Whole(low=1), "give the longest prompt in tokens, 1 or more"),
+    "max_completion_length": Declared(Whole(low=1), "give the tokens per completion, 1 or more"),
+    "lora_rank": Declared(Whole(low=1), "give a LoRA rank of 1 or more"),
+    "load_in_4bit": Flag(),
+    "gpu_memory_utilization": Declared(optional(Number(low=0, high=1, low_open=True, high_open=True)),
+                                       "give vLLM's share of the GPU between 0 and 1, or None"),
+    "weight_bytes": Declared(Number(low=0, low_open=True), "give the bytes per weight (2 for 16-bit, 4 for fp32)"),
+    "overhead_gb": Declared(Number(low=0), "give the GB CUDA itself takes, 0 or more"),
+    "backend": Text(among=PLANNED_BACKENDS),
+    "logits": Text(among=LOGITS),
+}
 
 
 @dataclass(frozen=True)
@@ -264,6 +283,10 @@ def plan(
     The suggestion lowers num_generations (not below 2), max_completion_length (not below 128), lora_rank
     (not below 4) or turns on 4-bit, making as few halvings as it can.
     """
+    check(dict(gpu=gpu, num_generations=num_generations, max_prompt_tokens=max_prompt_tokens,
+               max_completion_length=max_completion_length, lora_rank=lora_rank, load_in_4bit=load_in_4bit,
+               gpu_memory_utilization=gpu_memory_utilization, weight_bytes=weight_bytes, overhead_gb=overhead_gb,
+               backend=backend, logits=logits), PLAN_ARGUMENTS, PlanError, "plan")
     shape = model_shape(model_name_or_config)
     memory_gb = _memory_gb(gpu)
     run = RunShape(num_generations, max_prompt_tokens, max_completion_length, lora_rank, load_in_4bit)

@@ -14,7 +14,8 @@ from typing import Any
 
 import torch
 
-from ..data.prompts import is_chat, render_prompt, template_kwargs
+from ..data.prompts import DatasetError, is_chat, render_prompt, template_kwargs
+from ..run.settings import ConfigError
 
 
 def _prompt_texts(tokenizer, prompts_or_messages: Sequence[Any], chat_template_kwargs: dict[str, Any] | None) -> list[str]:
@@ -26,7 +27,7 @@ def _prompt_texts(tokenizer, prompts_or_messages: Sequence[Any], chat_template_k
         if isinstance(item, str) or is_chat(item):
             texts.append(render_prompt(tokenizer, item, kwargs))
         else:
-            raise TypeError(
+            raise DatasetError(
                 f"generate: prompt {i} is a {type(item).__name__}; pass a string or a list of chat messages "
                 "like [{'role': 'user', 'content': '...'}]"
             )
@@ -165,12 +166,12 @@ def sample(
     if isinstance(prompts_or_messages, str):
         prompts_or_messages = [prompts_or_messages]
     if num_return_sequences > 1 and not do_sample:
-        raise ValueError("generate: num_return_sequences > 1 gives identical greedy copies; pass do_sample=True")
+        raise ConfigError("generate: num_return_sequences > 1 gives identical greedy copies; pass do_sample=True")
     if adapter not in (True, False):
-        raise ValueError(f"generate: adapter={adapter!r}; use True (the LoRA adapter on) or False (the base model alone)")
+        raise ConfigError(f"generate: adapter={adapter!r}; use True (the LoRA adapter on) or False (the base model alone)")
     vllm = has_vllm_engine(model)
     if not adapter and not vllm and not hasattr(model, "disable_adapter"):
-        raise ValueError(f"generate: adapter=False, but this {type(model).__name__} has no LoRA adapter to turn off (a merged or "
+        raise ConfigError(f"generate: adapter=False, but this {type(model).__name__} has no LoRA adapter to turn off (a merged or "
                          "fully trained model has no base model left in it)")
     texts = _prompt_texts(tokenizer, prompts_or_messages, chat_template_kwargs)
     options = dict(max_completion_length=max_completion_length, do_sample=do_sample, num_return_sequences=num_return_sequences,

@@ -214,7 +214,7 @@ def load_model(
                         layers_pattern=layers_pattern, ensure_weight_tying=ensure_weight_tying)
     settings = LoadSettings(backend=backend, max_seq_length=max_seq_length, load_in_4bit=load_in_4bit,
                             fast_inference=fast_inference, lora_rank=lora_rank, lora_alpha=lora_alpha,
-                            target_modules=target_modules if isinstance(target_modules, str) else list(target_modules),
+                            target_modules=list(target_modules) if isinstance(target_modules, tuple) else target_modules,
                             gpu_memory_utilization=gpu_memory_utilization, seed=seed, **lora_options,
                             chat_template=chat_template, from_pretrained=dict(model_kwargs))
     problems = model_problems(model_name) + settings.problems()

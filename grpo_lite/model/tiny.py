@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..run.settings import ConfigError
+
 CHATML_TEMPLATE = (
     "{% for message in messages %}"
     "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
@@ -91,7 +93,7 @@ def build_tokenizer(vocab_size: int | None = None, *, family: str = "qwen2"):
     tokens = list(kind.specials) + byte_symbols
     if vocab_size is not None:
         if vocab_size < len(tokens):
-            raise ValueError(f"vocab_size={vocab_size}: the byte-level tokenizer needs at least {len(tokens)} tokens")
+            raise ConfigError(f"vocab_size={vocab_size}: the byte-level tokenizer needs at least {len(tokens)} tokens")
         tokens += list(itertools.islice(_words(), vocab_size - len(tokens)))
     vocab = {token: i for i, token in enumerate(tokens)}
     core = Tokenizer(models.BPE(vocab=vocab, merges=[]))
@@ -150,7 +152,7 @@ def build_tiny_model(
     import transformers
 
     if family not in FAMILIES:
-        raise ValueError(f"build_tiny_model: family={family!r}; use one of {', '.join(FAMILIES)}")
+        raise ConfigError(f"build_tiny_model: family={family!r}; use one of {', '.join(FAMILIES)}")
     kind = FAMILIES[family]
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)

@@ -34,6 +34,7 @@ from ..log import logger
 from ..model.load import loaded_as
 from ..run.callbacks import RunCallback
 from ..run.files import DASHBOARD_FILE, replace_file
+from ..run.settings import ConfigError
 from ..run.stopping import StopSwitch, stop_switch
 from .figure import ChartData, dashboard_figure, figure_png
 from .health import HealthMonitor
@@ -77,7 +78,7 @@ class LiveDashboard(RunCallback):
                  max_overhead: float = 0.02, min_interval: float = 1.0, samples_shown: int = 6,
                  stop_button: bool = True):
         if not 0 < max_overhead <= 1:
-            raise ValueError(f"LiveDashboard max_overhead={max_overhead}: use a share of training time in (0, 1]")
+            raise ConfigError(f"LiveDashboard max_overhead={max_overhead}: use a share of training time in (0, 1]")
         self.output_dir = Path(output_dir) if output_dir else None
         self.trainer = trainer
         self.view_kind = resolve_view(view)

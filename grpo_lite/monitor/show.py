@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..errors import NotFound
 from ..run.files import RUN_FILE
 from ..run.record import read_run
 from .dashboard import LiveDashboard, duration, template_header
@@ -26,7 +27,7 @@ def show_run(output_dir: str | Path, view: str = "auto") -> LiveDashboard:
     output_dir = Path(output_dir)
     history = read_metrics(output_dir)
     if not history:
-        raise FileNotFoundError(f"show_run: no metrics.jsonl with logged steps in {output_dir}; pass the output_dir "
+        raise NotFound(f"show_run: no metrics.jsonl with logged steps in {output_dir}; pass the output_dir "
                                 "that train() wrote to")
     run = read_run(output_dir) if (output_dir / RUN_FILE).exists() else None
     options = run.grpo_config if run else {}

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..run.settings import ConfigError
 from .health import HealthWarning, WarningSummary
 from .samples import question_of
 
@@ -201,7 +202,7 @@ def resolve_view(kind: str) -> str:
     """``"auto"`` made concrete: the notebook view under a Jupyter kernel (JupyterLab, Colab, Kaggle, VS Code),
     rich in a terminal, log lines otherwise; ``"notebook"`` without a kernel to show HTML falls back to log lines."""
     if kind not in VIEWS:
-        raise ValueError(f"dashboard view {kind!r}: use one of {', '.join(map(repr, VIEWS))}")
+        raise ConfigError(f"dashboard view {kind!r}: use one of {', '.join(map(repr, VIEWS))}")
     if kind == "auto":
         kind = "notebook" if in_notebook() else "terminal" if sys.stdout.isatty() else "log"
     return "log" if kind == "notebook" and not in_notebook() else kind

@@ -17,9 +17,22 @@ def make_config(preset: str = "auto", *, output_dir: str | Path = "outputs/grpo-
     options = resolve_options(preset, **overrides)
     try:
         config = GRPOConfig(output_dir=str(output_dir), **options)
-    except ValueError as error:  # TRL's own checks, for combinations not covered above
-        raise ConfigError(f"GRPOConfig rejected the options: {error}") from error
+    except Exception as error:  # TRL's and transformers' own checks, or what they import for an option (deepspeed)
+        culprits = [key for key in overrides if key in options and _builds(GRPOConfig, output_dir, options, key)]
+        if not culprits and not isinstance(error, ValueError):
+            raise  # not the user's options: grpo-lite's bug, or the machine's
+        named = ", ".join(f"{key}={options[key]!r}" for key in culprits) or "the options"
+        raise ConfigError(f"GRPOConfig rejected {named}: {type(error).__name__}: {' '.join(str(error).split())}") from error
     return one_gpu_per_process(config)
+
+
+def _builds(config_class, output_dir, options: dict[str, Any], without: str) -> bool:
+    """Whether the GRPOConfig builds with ``without`` left at its default: then it is what the config refused."""
+    try:
+        config_class(output_dir=str(output_dir), **{key: value for key, value in options.items() if key != without})
+    except Exception:  # still refused without it
+        return False
+    return True
 
 
 def config_to_dict(config) -> dict[str, Any]:

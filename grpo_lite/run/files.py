@@ -13,15 +13,24 @@
 
 Files are replaced whole (written aside, then renamed), so a reader never sees half of one; JSON-lines
 files are appended to and flushed line by line, so a killed process loses at most the line it was writing.
+
+A run never lands on another one by accident: a folder holding what a run writes (:func:`earlier_run`) is refused
+unless the run resumes it or is told to overwrite it (:func:`clear_run`), and a run given no folder gets a fresh one,
+``outputs/<model>-<n>`` (:func:`fresh_run_dir`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+from ..data.prepare import DatasetError
+from ..log import logger
 
 RUN_FILE = "run.yaml"
 METRICS_FILE = "metrics.jsonl"
@@ -29,6 +38,12 @@ SAMPLES_FILE = "samples.jsonl"
 DASHBOARD_FILE = "dashboard.png"
 EVAL_FILE = "eval.json"  # held-out scores before and after training (the demo's too), with pass@k
 SUMMARY_FILE = "train_summary.json"
+RUNS_FOLDER = Path("outputs")  # where a run given no output_dir gets its fresh folder
+# What a run leaves in its folder, as glob patterns: its record and logs, the Trainer's checkpoints (and those resuming
+# passed over), TRL's completion tables, the trained weights.
+RUN_OUTPUTS = (RUN_FILE, METRICS_FILE, SAMPLES_FILE, DASHBOARD_FILE, EVAL_FILE, SUMMARY_FILE, "checkpoint-*",
+               "partial-checkpoint-*", "completions", "adapter_model.*", "adapter_config.json", "model.safetensors",
+               "model-*-of-*.safetensors", "model.safetensors.index.json", "pytorch_model*.bin")
 
 
 def in_run(path: str | Path, file_name: str) -> Path:
@@ -67,7 +82,7 @@ def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
         except json.JSONDecodeError as error:
             if number == len(lines):  # no newline after it: the write was cut off
                 break
-            raise ValueError(f"{path}: line {number} is not JSON ({error.msg})") from error
+            raise DatasetError(f"{path}, line {number}: not JSON ({error.msg})") from None
     return records
 
 
@@ -86,3 +101,43 @@ def append_jsonl(path: Path, records: Iterable[dict[str, Any]]) -> None:
 def write_json(path: Path, document: Any) -> None:
     """Replace ``path`` with ``document`` as indented JSON."""
     replace_file(path, json.dumps(document, indent=2) + "\n")
+
+
+def earlier_run(folder: str | Path) -> list[str]:
+    """The names of what a run wrote that ``folder`` holds (:data:`RUN_OUTPUTS`), sorted; empty for a fresh folder."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    return sorted({path.name for pattern in RUN_OUTPUTS for path in folder.glob(pattern)})
+
+
+def clear_run(folder: str | Path) -> list[str]:
+    """Remove what an earlier run wrote in ``folder`` (:data:`RUN_OUTPUTS`), leaving every other file; returns the names."""
+    folder = Path(folder)
+    removed = earlier_run(folder)
+    for name in removed:
+        path = folder / name
+        shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+    return removed
+
+
+def run_name(model: str) -> str:
+    """A model's short name for a run folder: the last part of its hub id or path, in letters, digits, ``.``, ``_``, ``-``.
+
+    >>> run_name("unsloth/Qwen2.5-1.5B-Instruct"), run_name("/tmp/my model/"), run_name("")
+    ('Qwen2.5-1.5B-Instruct', 'my-model', 'grpo-lite')
+    """
+    return re.sub(r"[^\w.-]+", "-", Path(str(model)).name).strip("-.") or "grpo-lite"
+
+
+def fresh_run_dir(name: str, parent: Path = RUNS_FOLDER) -> Path:
+    """``outputs/<name>-<n>``, numbered one past the highest such folder already there (``outputs/tiny-3`` after
+    ``outputs/tiny-2``): each run given no output_dir gets a folder of its own."""
+    taken = [int(match.group(1)) for path in parent.glob(f"{name}-*")
+             if (match := re.fullmatch(rf"{re.escape(name)}-(\d+)", path.name))]
+    return parent / f"{name}-{max(taken, default=0) + 1}"
+
+
+def say_fresh_run_dir(folder: Path) -> None:
+    """Say where a run given no output_dir writes, once it is sure to start."""
+    logger.info(f"run files go to {folder} (no output_dir was given: each such run gets a fresh folder)")

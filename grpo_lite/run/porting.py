@@ -13,16 +13,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..shapes import is_number, is_whole
 from .presets import TRL_PRESET, cpu_values, machine_values, preset_name, preset_options, preset_values, trl_defaults
-
-
-def is_whole(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
 
 # Fields a user's script still passes (TRL 0.x, transformers 4.x) whose meaning survives in TRL 1.15 / transformers 5.17:
 # carried over, each with one line naming the new form. old name -> (new name or None when it is dropped, value map, why).

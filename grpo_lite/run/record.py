@@ -26,6 +26,9 @@ from typing import Any
 
 import yaml
 
+from rewards.combine import distinct
+
+from ..errors import NotFound
 from .settings import RunSettings, read_yaml
 
 
@@ -46,8 +49,9 @@ class RunRecord:
 
     @property
     def reward_names(self) -> list[str]:
-        """The rewards as the metrics name them (``rewards/<name>/mean``): a ``module:function`` path's function."""
-        return [reference.rpartition(":")[2] for reference in self.settings.rewards]
+        """The rewards as the metrics name them (``rewards/<name>/mean``): a ``module:function`` path's function, and
+        the second and later of one name numbered on, as the run logged them (:func:`rewards.combine.distinct`)."""
+        return distinct([reference.rpartition(":")[2] for reference in self.settings.rewards])
 
     def fixed(self) -> dict[str, Any]:
         """What a checkpoint's weights depend on besides the GRPOConfig: a resumed run must match it."""
@@ -83,7 +87,7 @@ def read_run(path: str | Path) -> RunRecord:
     path = Path(path)
     path = path / RUN_FILE if path.is_dir() else path
     if not path.exists():
-        raise FileNotFoundError(f"{path}: no run record; pass the output_dir that train() wrote to")
+        raise NotFound(f"{path}: no run record; pass the output_dir that train() wrote to")
     document = read_yaml(path)
     chosen = dict(document.get("chosen") or {})
     settings = RunSettings.from_dict(document, path.name)
@@ -94,12 +98,14 @@ def reward_reference(func) -> str:
     """The name that resolves back to ``func``: its registry name, else ``module:function`` when importable,
     else its bare name (a function defined in a notebook, which a launch kit cannot import)."""
     from rewards.combine import reward_name
-    from rewards.registry import REWARDS
+    from rewards.registry import REWARDS, file_reference
 
     inner = getattr(func, "func", func)  # a guarded reward wraps the user's function
     name = reward_name(inner)
     if REWARDS.get(name) is inner:
         return name
+    if (from_file := file_reference(inner)) is not None:
+        return from_file
     module, qualname = getattr(inner, "__module__", None), getattr(inner, "__qualname__", "")
     if module and module != "__main__" and "<" not in qualname:
         try:

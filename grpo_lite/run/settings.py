@@ -5,9 +5,15 @@ a run writes all become a :class:`RunSettings` (with its :class:`LoadSettings` a
 of them can drop a setting the others keep, and :meth:`RunSettings.validate` checks all of them the same way,
 before a model loads, naming every problem at once.
 
+Each setting declares its shape (:mod:`grpo_lite.shapes`) beside its help text: a field's ``shape`` and the ``fix``
+its message gives. GRPOConfig's fields take theirs from GRPOConfig's own types, narrowed by :data:`OPTION_RANGES`.
+:meth:`RunSettings.problems` checks every value against its shape; what it checks beyond that is what one value
+cannot say alone: settings that cannot go together, and whether the model, the data files, the output folder and the
+rewards named exist.
+
     model: Qwen/Qwen2.5-1.5B-Instruct
     load: {max_seq_length: 1024, lora_rank: 32, ...}
-    dataset: {path: train.jsonl, question: question, answer: answer}
+    dataset: {path: train.jsonl, question: question, answer: answer}   # or just: dataset: train.jsonl
     rewards: [soft_xml_format_reward, numeric_correctness_reward]
     preset: auto
     reward_timeout: 600
@@ -18,9 +24,12 @@ before a model loads, naming every problem at once.
 from __future__ import annotations
 
 import dataclasses
+import enum
+import functools
 import importlib.util
 import os
 import re
+import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,10 +37,14 @@ from typing import Any
 
 import yaml
 
+from rewards.combine import RewardSet
 from rewards.registry import did_you_mean
 
+from ..data.prepare import DATA_KEYS
 from ..errors import UserError
-from .porting import REMOVED_FIELDS, is_number, is_whole, port_overrides
+from ..shapes import AnyOf, Anything, Declared, Exactly, Flag, Kind, ListOf, Mapping, Number, Shape, Text, Whole, is_number, optional, problems, shown
+from .files import earlier_run
+from .porting import REMOVED_FIELDS, port_overrides
 from .presets import TRAINING_PRESETS, TRL_PRESET, preset_name, preset_options, preset_values
 
 REWARD_TIMEOUT = 600.0  # seconds per reward call: far more than scoring a batch takes, short of losing a night
@@ -44,135 +57,151 @@ class ConfigError(UserError, ValueError):
     """An invalid run setting; the message names each setting to change and how."""
 
 
-def _help(text: str, default: Any = dataclasses.MISSING, **kwargs: Any):
+def _setting(text: str, default: Any = dataclasses.MISSING, *, shape: Shape, fix: str | None = None):
+    """A settings field: its help text (``grpo-lite train --help``), default, declared shape and the fix its message gives."""
+    metadata = {"help": text, "declared": Declared(shape, fix)}
     if isinstance(default, (list, dict)):
-        return field(default_factory=lambda: type(default)(default), metadata={"help": text}, **kwargs)
-    return field(default=default, metadata={"help": text}, **kwargs)
+        return field(default_factory=lambda: type(default)(default), metadata=metadata)
+    return field(default=default, metadata=metadata)
 
 
-def _refuse_unknown(values: dict[str, Any], cls, where: str) -> None:
-    names = [f.name for f in dataclasses.fields(cls)]
-    unknown = [f"{where}: unknown setting {key!r}{did_you_mean(str(key), names)} (settings: {', '.join(names)})"
-               for key in values if key not in names]
-    if unknown:
-        raise ConfigError("\n".join(unknown))
+def declared(cls) -> dict[str, Declared]:
+    """Each field of a settings class and its declared shape."""
+    return {f.name: f.metadata["declared"] for f in dataclasses.fields(cls)}
+
+
+def _unknown(values: dict[str, Any], known, where: str) -> list[str]:
+    names = list(known)
+    return [f"{where}: unknown setting {key!r}{did_you_mean(str(key), names)} (settings: {', '.join(names)})"
+            for key in values if key not in names]
+
+
+def _from_text(values: dict[str, Any], shapes: dict[str, Shape]) -> dict[str, Any]:
+    """Values a run YAML or ``--set`` gives as text read as the numbers their shapes hold (:meth:`Shape.from_text`)."""
+    return {key: shapes[key].from_text(value) if key in shapes else value for key, value in values.items()}
 
 
 def _presets() -> str:
     return ", ".join(["auto", *TRAINING_PRESETS])
 
 
+DATA_SPEC = Mapping(DATA_KEYS)  # a data section (dataset:, heldout:): where its rows come from, how prepare_dataset reads them
+# What a run YAML's sections must be before they can be read at all; a plain path is a data section's file.
+SECTION_FIXES = {
+    "load": "give a mapping of load settings (e.g. {lora_rank: 16, max_seq_length: 1024})",
+    "dataset": "give {builtin: arithmetic}, {path: data.jsonl, question: q, answer: a}, or the data file's path",
+    "heldout": "give {path: test.jsonl, n: 200, samples: 4}, or the held-out data file's path",
+    "overrides": "give a mapping of GRPOConfig field -> value (e.g. {max_steps: 200})",
+}
+DATA_SECTIONS = ("dataset", "heldout")
+# The reward functions of a run: names, module:function or file.py:function references, functions, a RewardSet
+REWARD = AnyOf((Text(), Kind((RewardSet,), callable=True, said="a function")))
+REWARDS_SHAPE = AnyOf((REWARD, ListOf(REWARD, empty=False)))
+
+
 @dataclass
 class LoadSettings:
     """How :func:`grpo_lite.load_model` loads the model: the ``load:`` section of a recipe."""
 
-    backend: str = _help("auto | unsloth | transformers | cpu: auto takes Unsloth on a CUDA GPU when installed", "auto")
-    max_seq_length: int = _help("longest prompt + completion in tokens; a longer run is refused before training "
-                                "(Unsloth also sizes its RoPE cache and vLLM by it)", 2048)
-    load_in_4bit: bool = _help("4-bit base weights (bitsandbytes) under LoRA", True)
-    fast_inference: bool | str = _help("generate through vLLM (Unsloth backend): true | false | auto", "auto")
-    lora_rank: int | None = _help("LoRA rank; null trains every weight", 16)
-    lora_alpha: int | None = _help("LoRA alpha; null: 2 * lora_rank", None)
-    target_modules: list[str] | str = _help("layers LoRA adapts: all-linear (every linear layer but the output layer, fused "
-                                            "ones like Phi's qkv_proj included), or names (e.g. [q_proj, v_proj])",
-                                            LORA_TARGET_MODULES)
-    gpu_memory_utilization: float | str = _help("vLLM's share of the GPU with fast_inference; auto: what training leaves "
-                                                "free, by the memory planner", "auto")
-    seed: int = _help("seed of the LoRA adapters' initial weights", 3407)
+    backend: str = _setting("auto | unsloth | transformers | cpu: auto takes Unsloth on a CUDA GPU when installed", "auto",
+                            shape=Text(among=BACKEND_CHOICES))
+    max_seq_length: int = _setting("longest prompt + completion in tokens; a longer run is refused before training "
+                                   "(Unsloth also sizes its RoPE cache and vLLM by it)", 2048,
+                                   shape=Whole(low=1), fix="give the longest prompt + completion in tokens (e.g. 2048)")
+    load_in_4bit: bool = _setting("4-bit base weights (bitsandbytes) under LoRA", True, shape=Flag())
+    fast_inference: bool | str = _setting("generate through vLLM (Unsloth backend): true | false | auto", "auto",
+                                          shape=AnyOf((Flag(), Exactly("auto"))))
+    lora_rank: int | None = _setting("LoRA rank; null trains every weight", 16, shape=optional(Whole(low=1)),
+                                     fix="give a LoRA rank of 1 or more (16 is usual), or null/None to train every weight")
+    lora_alpha: int | None = _setting("LoRA alpha; null: 2 * lora_rank", None, shape=optional(Number(low=0, low_open=True)),
+                                      fix="give a positive number, or null/None for 2 * lora_rank")
+    target_modules: list[str] | str = _setting("layers LoRA adapts: all-linear (every linear layer but the output layer, fused "
+                                               "ones like Phi's qkv_proj included), or names (e.g. [q_proj, v_proj])",
+                                               LORA_TARGET_MODULES,
+                                               shape=AnyOf((Text(), ListOf(Text(), empty=False))),
+                                               fix="give module names (e.g. [q_proj, v_proj]) or 'all-linear'")
+    gpu_memory_utilization: float | str = _setting(
+        "vLLM's share of the GPU with fast_inference; auto: what training leaves free, by the memory planner", "auto",
+        shape=AnyOf((Exactly("auto"), Number(low=0, high=1, low_open=True, high_open=True))),
+        fix="give vLLM's share of the GPU between 0 and 1 (e.g. 0.5), or auto")
+    seed: int = _setting("seed of the LoRA adapters' initial weights", 3407, shape=Whole())
     # LoRA options that Unsloth's get_peft_model and PEFT's LoraConfig both take, with the default both give them
-    lora_dropout: float = _help("dropout on the LoRA path (Unsloth's kernels are fastest at 0)", 0.0)
-    bias: str = _help("none | all | lora_only: which biases train", "none")
-    use_rslora: bool = _help("rank-stabilized LoRA: scale by lora_alpha / sqrt(rank) instead of lora_alpha / rank", False)
-    init_lora_weights: bool | str = _help("LoRA's initial weights: true (B = 0), false, or a PEFT method (gaussian, pissa, "
-                                          "olora, ...)", True)
-    modules_to_save: list[str] | None = _help("modules trained whole beside LoRA (e.g. [lm_head, embed_tokens])", None)
-    layers_to_transform: list[int] | int | None = _help("layer indices LoRA adapts; null: every layer", None)
-    layers_pattern: str | None = _help("name of the layer list, with layers_to_transform (e.g. layers)", None)
-    ensure_weight_tying: bool | None = _help("keep tied embedding and output weights tied in modules_to_save; null: Unsloth "
-                                             "decides (PEFT: false)", None)
-    chat_template: str | None = _help("the tokenizer's chat template: a Jinja string, or (with Unsloth) the name of one of "
-                                      "its templates (chatml, qwen-2.5, llama-3.1, ...); null: the model's own", None)
-    from_pretrained: dict[str, Any] = _help("more keyword arguments for the backend's from_pretrained", {})
+    lora_dropout: float = _setting("dropout on the LoRA path (Unsloth's kernels are fastest at 0)", 0.0,
+                                   shape=Number(low=0, high=1, high_open=True),
+                                   fix="give a dropout between 0 and 1 (e.g. 0.05), or 0 for none")
+    bias: str = _setting("none | all | lora_only: which biases train", "none", shape=Text(among=("none", "all", "lora_only")),
+                         fix="use none, all or lora_only")
+    use_rslora: bool = _setting("rank-stabilized LoRA: scale by lora_alpha / sqrt(rank) instead of lora_alpha / rank", False,
+                                shape=Flag())
+    init_lora_weights: bool | str = _setting("LoRA's initial weights: true (B = 0), false, or a PEFT method (gaussian, pissa, "
+                                             "olora, ...)", True, shape=AnyOf((Flag(), Text())),
+                                             fix="use true, false or a PEFT method name (e.g. gaussian)")
+    modules_to_save: list[str] | None = _setting("modules trained whole beside LoRA (e.g. [lm_head, embed_tokens])", None,
+                                                 shape=optional(ListOf(Text())), fix="give module names (e.g. [lm_head]), or null")
+    layers_to_transform: list[int] | int | None = _setting(
+        "layer indices LoRA adapts; null: every layer", None,
+        shape=optional(AnyOf((Whole(low=0), ListOf(Whole(low=0), empty=False)))),
+        fix="give layer indices (e.g. [0, 1, 2]), or null for every layer")
+    layers_pattern: str | None = _setting("name of the layer list, with layers_to_transform (e.g. layers)", None,
+                                          shape=optional(Text()),
+                                          fix="give the name of the model's layer list (e.g. layers), or null")
+    ensure_weight_tying: bool | None = _setting("keep tied embedding and output weights tied in modules_to_save; null: Unsloth "
+                                                "decides (PEFT: false)", None, shape=optional(Flag()))
+    chat_template: str | None = _setting("the tokenizer's chat template: a Jinja string, or (with Unsloth) the name of one of "
+                                         "its templates (chatml, qwen-2.5, llama-3.1, ...); null: the model's own", None,
+                                         shape=optional(Text()), fix="give a Jinja template, a template name, or null")
+    from_pretrained: dict[str, Any] = _setting("more keyword arguments for the backend's from_pretrained", {},
+                                               shape=Mapping(), fix="give a mapping of keyword -> value")
 
     @classmethod
-    def from_dict(cls, values: dict[str, Any] | None, where: str = "load") -> LoadSettings:
-        values = dict(values or {})
-        _refuse_unknown(values, cls, where)
-        if isinstance(values.get("target_modules"), tuple):
-            values["target_modules"] = list(values["target_modules"])
-        return cls(**values)
+    def read(cls, values: dict[str, Any], where: str = "load") -> tuple[LoadSettings | None, list[str]]:
+        """Settings from a recipe's ``load:`` mapping, with numbers given as text read as numbers; or None and the
+        keys it does not know, naming the close ones."""
+        unknown = _unknown(values, declared(cls), where)
+        return (None, unknown) if unknown else (cls(**_from_text(values, declared(cls))), [])
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     def problems(self) -> list[str]:
-        """Every load setting of the wrong type or out of range, each with its fix."""
-        found = []
-        if self.backend not in BACKEND_CHOICES:
-            found.append(f"backend={self.backend!r}: use one of {', '.join(BACKEND_CHOICES)}")
-        if not is_whole(self.max_seq_length) or self.max_seq_length < 1:
-            found.append(f"max_seq_length={self.max_seq_length!r}: give the longest prompt + completion in tokens (e.g. 2048)")
-        if not isinstance(self.load_in_4bit, bool):
-            found.append(f"load_in_4bit={self.load_in_4bit!r}: use true or false")
-        if self.fast_inference not in (True, False, "auto"):
-            found.append(f"fast_inference={self.fast_inference!r}: use true, false or auto")
-        if self.lora_rank is not None and (not is_whole(self.lora_rank) or self.lora_rank < 1):
-            found.append(f"lora_rank={self.lora_rank!r}: give a LoRA rank of 1 or more (16 is usual), or null/None to train "
-                         "every weight")
-        if self.lora_alpha is not None and (not is_number(self.lora_alpha) or self.lora_alpha <= 0):
-            found.append(f"lora_alpha={self.lora_alpha!r}: give a positive number, or null/None for 2 * lora_rank")
-        modules = self.target_modules
-        if not (isinstance(modules, str) or (isinstance(modules, list) and modules and all(isinstance(m, str) for m in modules))):
-            found.append(f"target_modules={modules!r}: give module names (e.g. [q_proj, v_proj]) or 'all-linear'")
-        share = self.gpu_memory_utilization
-        if share != "auto" and (not is_number(share) or not 0 < share < 1):
-            found.append(f"gpu_memory_utilization={share!r}: give vLLM's share of the GPU between 0 and 1 (e.g. 0.5), or auto")
-        if not is_whole(self.seed):
-            found.append(f"seed={self.seed!r}: give a whole number")
-        if not is_number(self.lora_dropout) or not 0 <= self.lora_dropout < 1:
-            found.append(f"lora_dropout={self.lora_dropout!r}: give a dropout between 0 and 1 (e.g. 0.05), or 0 for none")
-        if self.bias not in ("none", "all", "lora_only"):
-            found.append(f"bias={self.bias!r}: use none, all or lora_only")
-        if not isinstance(self.use_rslora, bool):
-            found.append(f"use_rslora={self.use_rslora!r}: use true or false")
-        if not isinstance(self.init_lora_weights, (bool, str)):
-            found.append(f"init_lora_weights={self.init_lora_weights!r}: use true, false or a PEFT method name (e.g. gaussian)")
-        saved = self.modules_to_save
-        if saved is not None and not (isinstance(saved, list) and all(isinstance(m, str) for m in saved)):
-            found.append(f"modules_to_save={saved!r}: give module names (e.g. [lm_head]), or null")
-        layers = [self.layers_to_transform] if is_whole(self.layers_to_transform) else self.layers_to_transform
-        if layers is not None and not (isinstance(layers, list) and layers and all(is_whole(n) and n >= 0 for n in layers)):
-            found.append(f"layers_to_transform={layers!r}: give layer indices (e.g. [0, 1, 2]), or null for every layer")
-        if self.layers_pattern is not None and not isinstance(self.layers_pattern, str):
-            found.append(f"layers_pattern={self.layers_pattern!r}: give the name of the model's layer list (e.g. layers), or null")
-        if not (self.ensure_weight_tying is None or isinstance(self.ensure_weight_tying, bool)):
-            found.append(f"ensure_weight_tying={self.ensure_weight_tying!r}: use true, false or null")
-        if self.chat_template is not None and (not isinstance(self.chat_template, str) or not self.chat_template.strip()):
-            found.append(f"chat_template={self.chat_template!r:.60}: give a Jinja template, a template name, or null")
-        if not isinstance(self.from_pretrained, dict):
-            found.append(f"from_pretrained={self.from_pretrained!r}: give a mapping of keyword -> value")
-        return found
+        """Every load setting that does not fit its declared shape, each with its fix."""
+        return [p for name, shape in declared(type(self)).items() for p in problems(shape, getattr(self, name), name)]
 
 
 @dataclass
 class Heldout:
     """Rows evaluated before and after training, not trained on: the ``heldout:`` section of a recipe."""
 
-    data: Any = _help("where the rows come from, in the shapes of dataset (with an answer); from Python, a prepared "
-                      "dataset", None)
-    n: int | None = _help("how many held-out rows are evaluated; null: all", 200)
-    samples: int = _help("sampled completions per held-out row for pass@k; 1: greedy only", 1)
+    data: Any = _setting("where the rows come from, in the shapes of dataset (with an answer); from Python, a prepared "
+                         "dataset", None, shape=AnyOf((DATA_SPEC, Anything())))
+    n: int | None = _setting("how many held-out rows are evaluated; null: all", 200, shape=optional(Whole(low=1)),
+                             fix="give how many held-out rows to evaluate (e.g. 200; heldout_n in train()), or null for all")
+    samples: int = _setting("sampled completions per held-out row for pass@k; 1: greedy only", 1, shape=Whole(low=1),
+                            fix="give the sampled completions per held-out row (1: greedy only; heldout_samples in train())")
 
     @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> Heldout:
-        """``{path: ..., question: ..., n: 200, samples: 4}``: the data's keys beside ``n`` and ``samples``."""
-        values = dict(values)
+    def read(cls, values: dict[str, Any], where: str = "heldout") -> tuple[Heldout | None, list[str]]:
+        """``{path: ..., question: ..., n: 200, samples: 4}``: the data's keys beside ``n`` and ``samples``; or None and
+        the keys neither knows."""
+        unknown = _unknown(values, [*DATA_KEYS, "n", "samples"], where)
+        if unknown:
+            return None, unknown
+        values = _from_text(values, {**DATA_KEYS, **declared(cls)})
         options = {key: values.pop(key) for key in ("n", "samples") if key in values}
-        return cls(data=values or None, **options)
+        return cls(data=values or None, **options), []
 
     def to_dict(self) -> dict[str, Any]:
         data = self.data if isinstance(self.data, dict) else {}
         return {**data, "n": self.n, "samples": self.samples}
+
+    def problems(self) -> list[str]:
+        """Every held-out setting that does not fit its declared shape; the data's keys are named as a recipe writes
+        them, beside n and samples (``heldout.question``)."""
+        found = [p for name, shape in declared(type(self)).items()
+                 for p in problems(shape, getattr(self, name), "heldout" if name == "data" else f"heldout.{name}")]
+        if self.data is None:
+            found.append("heldout: give path: <a .jsonl, .json or .csv file> or builtin: <name> for the held-out rows")
+        return found
 
 
 @dataclass
@@ -180,89 +209,128 @@ class RunSettings:
     """One GRPO run as a user asks for it: what a recipe YAML holds, what ``train()`` is given, what ``run.yaml``
     records."""
 
-    model: str = _help("a hub id, a local model folder, or 'tiny' (an offline random Qwen2)")
-    rewards: list[Any] = _help("reward or preset names, or module:function paths of your own")
-    dataset: dict[str, Any] | None = _help("{builtin: arithmetic} | {path: data.jsonl, question: q, answer: a} | "
-                                           "{path: dataset.jsonl, prepared: true}; a run record has none", None)
-    load: LoadSettings | None = _help("how the model is loaded (the load.* settings below); null: a model not loaded "
-                                      "by load_model", None)
-    reward_weights: list[float] | None = _help("one weight per reward function; null: all 1", None)
-    preset: str = _help(f"training preset ({_presets()}); auto picks one for this machine", "auto")
-    output_dir: str | None = _help("where the run's files go", None)
-    reward_timeout: float | None = _help("seconds one reward call may take before its batch scores None; null: no limit",
-                                         REWARD_TIMEOUT)
-    chat_template_kwargs: dict[str, Any] | None = _help("keyword arguments for the chat template, in training and in every "
-                                                        "prompt after it (e.g. {enable_thinking: false} for Qwen3); null: none",
-                                                        None)
-    fold_system_prompt: bool = _help("where the chat template rejects or drops a system turn (Gemma 2, Mistral v0.1, "
-                                     "Phi-3-mini): true folds the system prompt into the first user turn, false refuses "
-                                     "the data", True)
-    heldout: Heldout | None = _help("rows evaluated before and after training, not trained on (the heldout.* "
-                                    "settings below); null: none", None)
-    overrides: dict[str, Any] = _help("trl.GRPOConfig fields: max_steps, num_generations, learning_rate, beta, ...", {})
+    model: str = _setting("a hub id, a local model folder, or 'tiny' (an offline random Qwen2)", shape=Text(),
+                          fix="give a hub id, a local model folder, or 'tiny'")
+    rewards: list[Any] = _setting("reward or preset names, module:function or path/to/file.py:function references of your own",
+                                  shape=REWARDS_SHAPE,
+                                  fix="give reward or preset names, 'module:function' or 'path/to/file.py:function' "
+                                      "references, or functions, in a list (weights go in reward_weights)")
+    dataset: dict[str, Any] | None = _setting("{builtin: arithmetic} | {path: data.jsonl, question: q, answer: a} | "
+                                              "{path: dataset.jsonl, prepared: true} | data.jsonl; a run record has none",
+                                              None, shape=optional(DATA_SPEC), fix=SECTION_FIXES["dataset"])
+    load: LoadSettings | None = _setting("how the model is loaded (the load.* settings below); null: a model not loaded "
+                                         "by load_model", None, shape=optional(Kind((LoadSettings,), said="load settings")),
+                                         fix=SECTION_FIXES["load"])
+    reward_weights: list[float] | None = _setting("one weight per reward function; null: all 1", None,
+                                                  shape=optional(ListOf(Number(), empty=False)),
+                                                  fix="give one number per reward function (e.g. [2.0, 0.5]), or null for all 1")
+    preset: str = _setting(f"training preset ({_presets()}); auto picks one for this machine", "auto", shape=Text(),
+                           fix=f"give a preset's name ({_presets()})")
+    output_dir: str | None = _setting("where the run's files go; null: a fresh outputs/<model>-<n> for each run", None,
+                                      shape=optional(AnyOf((Text(), Kind((os.PathLike,), said="a path")))),
+                                      fix="give the folder for the run's files, or null for a fresh outputs/<model>-<n>")
+    overwrite: bool = _setting("replace the earlier run in output_dir (its record, logs, checkpoints and weights); false: a "
+                               "folder holding a run is refused", False, shape=Flag())
+    reward_timeout: float | None = _setting("seconds one reward call may take before its batch scores None; null: no limit",
+                                            REWARD_TIMEOUT, shape=optional(Number(low=0, low_open=True)),
+                                            fix="give the seconds one reward call may take (e.g. 600), or null/None for no limit")
+    chat_template_kwargs: dict[str, Any] | None = _setting(
+        "keyword arguments for the chat template, in training and in every prompt after it (e.g. {enable_thinking: false} "
+        "for Qwen3); null: none", None, shape=optional(Mapping()),
+        fix="give a mapping of keyword -> value for the chat template (e.g. {enable_thinking: false}), or null")
+    fold_system_prompt: bool = _setting("where the chat template rejects or drops a system turn (Gemma 2, Mistral v0.1, "
+                                        "Phi-3-mini): true folds the system prompt into the first user turn, false refuses "
+                                        "the data", True, shape=Flag(),
+                                        fix="use true (fold the system prompt into the first user turn where the template has "
+                                            "no system turn) or false (refuse such data)")
+    heldout: Heldout | None = _setting("rows evaluated before and after training, not trained on (the heldout.* "
+                                       "settings below); null: none", None,
+                                       shape=optional(Kind((Heldout,), said="held-out settings")), fix=SECTION_FIXES["heldout"])
+    overrides: dict[str, Any] = _setting("trl.GRPOConfig fields: max_steps, num_generations, learning_rate, beta, ...", {},
+                                         shape=Mapping(), fix=SECTION_FIXES["overrides"])
 
     @classmethod
-    def from_dict(cls, values: dict[str, Any], where: str = "the run") -> RunSettings:
-        """Settings from a recipe or ``run.yaml`` document; refuses keys it does not know, naming the close ones."""
+    def from_dict(cls, values: dict[str, Any], where: str = "the run", *, section_where: str | None = None) -> RunSettings:
+        """Settings from a recipe or ``run.yaml`` document; refuses, all at once, keys it does not know (naming the close
+        ones), a missing model or rewards, and sections that are not mappings. A data section given as a plain path is
+        its file (``dataset: train.jsonl`` is ``{path: train.jsonl}``); numbers given as text are read as the numbers
+        their settings hold. ``section_where`` names the sections in messages (default: ``<where>: load``)."""
         values = {k: v for k, v in values.items() if k not in RECORD_ONLY}
-        _refuse_unknown(values, cls, where)
-        for key in ("model", "rewards"):
-            if values.get(key) is None:
-                raise ConfigError(f"{where}: '{key}' is required")
-        rewards = values["rewards"]
-        values["rewards"] = [rewards] if isinstance(rewards, str) else list(rewards)
-        values["model"] = str(values["model"])
-        if values.get("load") is not None:
-            values["load"] = LoadSettings.from_dict(values["load"], f"{where}: load")
-        if values.get("heldout") is not None:
-            values["heldout"] = Heldout.from_dict(values["heldout"])
-        values["overrides"] = numbers_from_text(dict(values.get("overrides") or {}))
+        found = _unknown(values, declared(cls), where)
+        found += [f"{where}: '{key}' is required" for key in ("model", "rewards") if values.get(key) is None]
+        for key in DATA_SECTIONS:
+            if isinstance(values.get(key), str):
+                values[key] = {"path": values[key]}
+        found += [f"{where}: {key}={shown(values[key])}: {fix}" for key, fix in SECTION_FIXES.items()
+                  if values.get(key) is not None and not Mapping().fits(values[key])]
+        if isinstance(values.get("load"), dict):
+            values["load"], unknown = LoadSettings.read(values["load"], section_where or f"{where}: load")
+            found += unknown
+        if isinstance(values.get("heldout"), dict):
+            values["heldout"], unknown = Heldout.read(values["heldout"], section_where or f"{where}: heldout")
+            found += unknown
+        if found:
+            raise ConfigError("\n".join(found))
+        if isinstance(values["rewards"], str):
+            values["rewards"] = [values["rewards"]]  # one reward named alone
+        values = _from_text(values, {k: v for k, v in declared(cls).items() if k not in ("load", "heldout")})
+        values["overrides"] = numbers_from_text(values.get("overrides") or {})
         return cls(**values)
 
-    def problems(self, *, model_loaded: bool = False) -> list[str]:
+    def problems(self, *, model_loaded: bool = False, resume: bool = False) -> list[str]:
         """Every setting that cannot work, each with its fix; empty when the run can start. Nothing heavy is loaded:
         the model path, the output folder and the data files are looked at, not loaded (``model_loaded``: the
-        model is in memory already, so its path is not checked)."""
-        problems = _timeout_problems(self.reward_timeout) + _config_problems(self.preset, self.overrides)
-        problems += _template_problems(self.chat_template_kwargs, self.fold_system_prompt, self.overrides)
-        if self.load is not None:
-            problems += [f"load.{problem}" for problem in self.load.problems()]
+        model is in memory already, so its path is not checked; ``resume``: the run continues the one in output_dir)."""
+        found, wrong = [], set()
+        for name, shape in declared(type(self)).items():
+            said = problems(shape, getattr(self, name), name)
+            found += said
+            wrong |= {name} if said else set()
+        if isinstance(self.load, LoadSettings):
+            found += [f"load.{problem}" for problem in self.load.problems()]
+        if isinstance(self.heldout, Heldout):
+            found += self.heldout.problems()
+        if isinstance(self.overrides, dict) and "chat_template_kwargs" in self.overrides:
+            found.append("chat_template_kwargs is a run setting, not only a GRPOConfig one (generate, evaluate and preview "
+                         "render with it too): give it as train(chat_template_kwargs=...) or at the top of the run YAML")
+        if not {"preset", "overrides"} & wrong:
+            found += _config_problems(self.preset, self.overrides)
             beta = self.overrides.get("beta", preset_values(preset_name(self.preset)).get("beta", 0.0))
-            if self.load.bias != "none" and is_number(beta) and beta > 0:
+            if isinstance(self.load, LoadSettings) and self.load.bias != "none" and is_number(beta) and beta > 0:
                 # TRL copies the LoRA config into a frozen "ref" adapter for the KL term, and PEFT trains biases in one
                 # adapter only (peft/tuners/tuners_utils.py, BaseTuner._check_new_adapter_config)
-                problems.append(f"load.bias={self.load.bias!r} with beta={beta}: PEFT lets one adapter train biases, and the "
-                                "KL term needs a second (TRL's reference adapter); use bias: none, or beta=0 (no KL)")
-        if self.overrides.get("use_vllm") and importlib.util.find_spec("vllm") is None:  # asked for, not chosen by the run
-            problems.append("use_vllm=True needs vLLM, which is not installed: pip install 'grpo-lite[vllm]' on a GPU that "
-                            "runs it, or leave use_vllm out (generation then goes through transformers)")
-        if not model_loaded:
-            problems += model_problems(self.model)
-        if self.output_dir is not None:
-            problems += _output_problems(Path(self.output_dir))
-        if isinstance(self.dataset, dict):
-            problems += [f"dataset: {problem}" for problem in data_problems(self.dataset)]
-        if self.heldout is not None:
-            problems += _heldout_problems(self.heldout)
-            if isinstance(self.heldout.data, dict):
-                problems += [f"heldout: {problem}" for problem in data_problems(self.heldout.data)]
+                found.append(f"load.bias={self.load.bias!r} with beta={beta}: PEFT lets one adapter train biases, and the "
+                             "KL term needs a second (TRL's reference adapter); use bias: none, or beta=0 (no KL)")
+            if self.overrides.get("use_vllm") and importlib.util.find_spec("vllm") is None:  # asked for, not chosen by the run
+                found.append("use_vllm=True needs vLLM, which is not installed: pip install 'grpo-lite[vllm]' on a GPU that "
+                             "runs it, or leave use_vllm out (generation then goes through transformers)")
+        if not model_loaded and "model" not in wrong:
+            found += model_problems(self.model)
+        if not {"output_dir", "overwrite"} & wrong:
+            found += output_problems(self.output_dir, resume=resume, overwrite=self.overwrite)
+        if isinstance(self.dataset, dict) and "dataset" not in wrong:
+            found += [f"dataset: {problem}" for problem in data_problems(self.dataset)]
+        if isinstance(self.heldout, Heldout) and isinstance(self.heldout.data, dict) and not self.heldout.problems():
+            found += [f"heldout: {problem}" for problem in data_problems(self.heldout.data)]
+        if {"rewards", "overrides"} & wrong:
+            return found
         from rewards import resolve_rewards
 
         try:
             funcs, _ = resolve_rewards(self.rewards)  # a preset name stands for several functions
-        except (ValueError, TypeError) as error:  # an unknown name, a path that does not import, no **kwargs
-            return problems + [str(error)]
+        except UserError as error:  # an unknown name, a path that does not import, no **kwargs
+            return found + [str(error)]
         weights = self.reward_weights if self.reward_weights is not None else self.overrides.get("reward_weights")
-        if weights is not None and len(weights) != len(funcs):
+        if isinstance(weights, list) and len(weights) != len(funcs):
             names = [r if isinstance(r, str) else getattr(r, "__name__", repr(r)) for r in self.rewards]
-            problems.append(f"reward_weights has {len(weights)} values for the {len(funcs)} reward functions of {names}")
-        return problems
+            found.append(f"reward_weights has {len(weights)} values for the {len(funcs)} reward functions of {names}")
+        return found
 
-    def validate(self, where: str = "the run", *, model_loaded: bool = False) -> RunSettings:
+    def validate(self, where: str = "the run", *, model_loaded: bool = False, resume: bool = False) -> RunSettings:
         """Raise :class:`ConfigError` listing every problem (:meth:`problems`), one per line; else return self."""
-        problems = self.problems(model_loaded=model_loaded)
-        if problems:
-            raise ConfigError("\n".join(f"{where}: {problem}" for problem in problems))
+        found = self.problems(model_loaded=model_loaded, resume=resume)
+        if found:
+            raise ConfigError("\n".join(f"{where}: {problem}" for problem in found))
         return self
 
     def to_dict(self) -> dict[str, Any]:
@@ -276,23 +344,32 @@ class RunSettings:
 
     def with_setting(self, setting: str) -> RunSettings:
         """This run with one ``KEY=VALUE`` (the value read as YAML) applied: ``load.X``, ``dataset.X``,
-        ``heldout.X``, a run setting (``preset=t4-16gb``) or else a GRPOConfig field (``max_steps=50``)."""
+        ``heldout.X``, a run setting (``preset=t4-16gb``, ``dataset=train.jsonl``) or else a GRPOConfig field
+        (``max_steps=50``), read and checked as a run YAML's are."""
         key, sep, raw = setting.partition("=")
         if not sep or not key:
             raise ConfigError(f"--set {setting!r}: write KEY=VALUE, e.g. --set max_steps=50")
-        value = yaml.safe_load(raw)
+        try:
+            value = yaml.load(raw, Loader=RecipeLoader)
+        except yaml.YAMLError as error:
+            raise ConfigError(f"--set {key}: {raw!r} is not a YAML value ({getattr(error, 'problem', None) or error}); "
+                              "quote text that holds ': ', '[' or '{'") from None
+        document = self.to_dict()
         section, dot, name = key.partition(".")
-        if dot and section == "load":
-            load = (self.load or LoadSettings()).to_dict()
-            return dataclasses.replace(self, load=LoadSettings.from_dict({**load, name: value}, f"--set {key}"))
-        if dot and section == "heldout":
-            heldout = (self.heldout or Heldout()).to_dict()
-            return dataclasses.replace(self, heldout=Heldout.from_dict({**heldout, name: value}))
-        if dot and section == "dataset":
-            return dataclasses.replace(self, dataset={**(self.dataset or {}), name: value})
-        if key in {f.name for f in dataclasses.fields(self)} - {"load", "dataset", "heldout", "overrides"}:
-            return dataclasses.replace(self, **{key: value})
-        return dataclasses.replace(self, overrides={**self.overrides, **numbers_from_text({key: value})})
+        if dot and section in ("load", *DATA_SECTIONS):
+            current = document.get(section)
+            current = {"path": current} if isinstance(current, str) else dict(current or {})
+            if section in DATA_SECTIONS and name in ("path", "builtin"):
+                current.pop("builtin" if name == "path" else "path", None)  # a new source replaces the old one
+            document[section] = {**current, name: value}
+        elif dot:
+            raise ConfigError(f"--set {key}: unknown section {section!r}{did_you_mean(section, ['load', *DATA_SECTIONS])}; "
+                              "dotted settings are load.*, dataset.* and heldout.*, GRPOConfig fields have no dot")
+        elif key in declared(type(self)):
+            document[key] = value
+        else:
+            document["overrides"] = {**document.get("overrides", {}), key: value}
+        return RunSettings.from_dict(document, f"--set {key}", section_where=f"--set {key}")
 
 
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]{0,95}(/[A-Za-z0-9][\w.-]{0,95})?")
@@ -320,8 +397,19 @@ def model_problems(model: str) -> list[str]:
     return []
 
 
-def _output_problems(output_dir: Path) -> list[str]:
-    """An output folder that cannot be made or written: a file in its place or above it, a folder without write access."""
+def output_problems(output_dir: str | os.PathLike | None, *, resume: bool = False, overwrite: bool = False) -> list[str]:
+    """An output folder that cannot be made or written (a file in its place or above it, a folder without write
+    access), or that holds another run which neither ``resume`` continues nor ``overwrite`` replaces."""
+    if resume and overwrite:
+        return ["resume=True and overwrite=True together: resume continues the run in output_dir, overwrite replaces it; "
+                "pick one"]
+    if output_dir is None:
+        if resume:
+            return ["resume=True needs the run to continue: give its output_dir (--output-dir)"]
+        processes = int(os.environ.get("WORLD_SIZE", "1"))
+        return [f"output_dir: a run on {processes} processes needs one folder they all write to; give output_dir "
+                "(--output-dir)"] if processes > 1 else []
+    output_dir = Path(output_dir)
     existing = next(p for p in (output_dir, *output_dir.parents) if p.exists() or p == Path(p.anchor) or p == Path("."))
     if not existing.is_dir():
         where = "is a file" if existing == output_dir else f"cannot be made: {existing} is a file"
@@ -329,54 +417,94 @@ def _output_problems(output_dir: Path) -> list[str]:
     if not os.access(existing, os.W_OK | os.X_OK):
         return [f"output_dir {str(output_dir)!r} cannot be written ({existing} is read-only for this user); pick a folder "
                 "you can write to"]
+    held = earlier_run(output_dir) if existing == output_dir and not resume and not overwrite else []
+    if held:
+        return [f"output_dir {str(output_dir)!r} holds another run ({', '.join(held[:4])}{', ...' if len(held) > 4 else ''}): "
+                "continue it with resume=True (--resume), pick another output_dir (--output-dir), or replace it with "
+                "overwrite=True (overwrite: true)"]
     return []
 
 
 def data_problems(spec: dict[str, Any]) -> list[str]:
     """What stops a recipe's data section from giving rows: an unknown built-in, a missing, unreadable or empty file,
-    a missing column. The file is read here, before any model loads."""
-    from ..data.prepare import DatasetError, builtin_names, load_rows
+    a missing column, an empty prompt among prepared rows. The file is read here, before any model loads."""
+    from ..data.prepare import DatasetError, builtin_names, check_prompts, load_builtin, load_rows
 
-    spec = dict(spec)
+    if "builtin" in spec and "path" in spec:
+        return [f"both builtin: {spec['builtin']} and path: {spec['path']} given; keep the one the rows come from"]
+    if spec.get("prepared") and set(spec) - {"path", "prepared"}:
+        return [f"prepared: true rows are trained as they are from their file (path:), so "
+                f"{', '.join(sorted(set(spec) - {'path', 'prepared'}))} cannot apply: drop them, or prepared: false to build "
+                "the prompts from the question"]
     if "builtin" in spec:
-        return [] if spec["builtin"] in builtin_names() else [
-            f"no built-in dataset {spec['builtin']!r}{did_you_mean(str(spec['builtin']), builtin_names())}; "
-            f"available: {', '.join(builtin_names())}"]
-    if "path" not in spec:
+        if spec["builtin"] not in builtin_names():
+            return [f"no built-in dataset {spec['builtin']!r}{did_you_mean(str(spec['builtin']), builtin_names())}; "
+                    f"available: {', '.join(builtin_names())}"]
+        rows, where = load_builtin(spec["builtin"]), f"built-in {spec['builtin']}"
+        columns = set(rows[0])
+    elif "path" not in spec:
         return ["give path: <a .jsonl, .json or .csv file> or builtin: <name>"]
-    try:
-        rows = load_rows(spec["path"])
-    except DatasetError as error:
-        return [str(error)]
-    columns = set(rows.column_names)
-    wanted = ["prompt"] if spec.get("prepared") else [spec.get("question", "question")] + (
-        [spec.get("answer", "answer")] if spec.get("answer", "answer") is not None else [])
-    missing = [column for column in wanted if column not in columns]
-    return [f"{spec['path']}: no column {column!r} (columns: {', '.join(sorted(columns))}); name the right one "
-            f"({'question' if column == wanted[0] else 'answer'}: <column>)" for column in missing]
+    else:
+        try:
+            rows = load_rows(spec["path"])
+        except DatasetError as error:
+            return [str(error)]
+        where = spec["path"]
+        columns = set(rows.column_names)
+    if spec.get("prepared"):
+        if "prompt" not in columns:
+            return [f"{where}: no column 'prompt' (columns: {', '.join(sorted(columns))}); prepared rows carry their "
+                    "prompts: give prepared: false and question: <column> to build them"]
+        try:
+            check_prompts(rows, source=spec["path"])
+        except DatasetError as error:
+            return [str(error)]
+        return []
+    wanted = {"question": spec.get("question", "question"), "answer": spec.get("answer", "answer")}
+    return [f"{where}: no column {column!r} (columns: {', '.join(sorted(columns))}); name the right one ({role}: <column>)"
+            for role, column in wanted.items() if column is not None and column not in columns]
 
 
 def numbers_from_text(overrides: dict[str, Any]) -> dict[str, Any]:
     """GRPOConfig values given as text read as the numbers their fields hold, as transformers' argument parser
-    reads them: YAML 1.1 reads ``1e-5`` as text, and ``--set learning_rate=1e-5`` comes as text."""
-    kinds = grpo_config_kinds()
-    converted = dict(overrides)
-    for key, value in overrides.items():
-        kind = kinds.get(key)
-        if isinstance(value, str) and kind in (int, float):
-            try:
-                converted[key] = kind(value)
-            except ValueError:
-                pass  # left as it is: the type check names it
-    return converted
+    reads them: YAML 1.1 reads ``1e-5`` as text, and ``--set learning_rate=1e-5`` comes as text. Text that is no
+    finite number (``fast``, ``nan``) stays text, for the check to refuse."""
+    return _from_text(overrides, grpo_config_shapes())
+
+
+class RecipeLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in one mapping, which PyYAML would read as the last one."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":  # "<<: *defaults" may be overridden, as YAML means it
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    given = key in seen
+                except TypeError:  # a list as a key: PyYAML's own error names it below
+                    continue
+                if given:
+                    raise DuplicateKey(None, None, f"{key!r} is given twice (first on line {seen[key] + 1}); keep one",
+                                       key_node.start_mark)
+                seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep)
+
+
+class DuplicateKey(yaml.constructor.ConstructorError):
+    """A mapping's key given a second time."""
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
-    """The mapping in a run YAML or ``run.yaml``; a file that is not one is a :class:`ConfigError` naming the file,
-    and the line and column where YAML stopped reading it."""
+    """The mapping in a run YAML or ``run.yaml``; a file that is not one, or gives a key twice, is a :class:`ConfigError`
+    naming the file, and the line and column where YAML stopped reading it."""
     try:
         text = path.read_text(encoding="utf-8")
-        document = yaml.safe_load(text)
+        document = yaml.load(text, Loader=RecipeLoader)
+    except DuplicateKey as error:
+        raise ConfigError(f"{path}, line {error.problem_mark.line + 1}: {error.problem}") from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         if isinstance(error, yaml.reader.ReaderError):  # a character YAML does not allow, at an offset
@@ -405,148 +533,148 @@ def grpo_config_fields() -> set[str]:
     return {f.name for f in dataclasses.fields(GRPOConfig) if f.init}
 
 
-def _timeout_problems(timeout: Any) -> list[str]:
-    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0):
-        return [f"reward_timeout={timeout!r}: give the seconds one reward call may take (e.g. 600), or null/None for no limit"]
-    return []
-
-
-def _template_problems(chat_template_kwargs: Any, fold_system_prompt: Any, overrides: dict[str, Any]) -> list[str]:
-    problems = []
-    if chat_template_kwargs is not None and not (isinstance(chat_template_kwargs, dict)
-                                                 and all(isinstance(key, str) for key in chat_template_kwargs)):
-        problems.append(f"chat_template_kwargs={chat_template_kwargs!r}: give a mapping of keyword -> value for the chat "
-                        "template (e.g. {enable_thinking: false}), or null")
-    if "chat_template_kwargs" in overrides:
-        problems.append("chat_template_kwargs is a run setting, not only a GRPOConfig one (generate, evaluate and preview "
-                        "render with it too): give it as train(chat_template_kwargs=...) or at the top of the run YAML")
-    if not isinstance(fold_system_prompt, bool):
-        problems.append(f"fold_system_prompt={fold_system_prompt!r}: use true (fold the system prompt into the first user "
-                        "turn where the template has no system turn) or false (refuse such data)")
-    return problems
-
-
 def check_reward_timeout(timeout: Any) -> None:
     """``reward_timeout`` alone, as a command-line flag gives it: a positive number of seconds, or None."""
-    problems = _timeout_problems(timeout)
-    if problems:
-        raise ConfigError(problems[0])
+    found = problems(declared(RunSettings)["reward_timeout"], timeout, "reward_timeout")
+    if found:
+        raise ConfigError(found[0])
 
 
-def _heldout_problems(heldout: Heldout) -> list[str]:
-    problems = []
-    if heldout.n is not None and (isinstance(heldout.n, bool) or not isinstance(heldout.n, int) or heldout.n < 1):
-        problems.append(f"heldout n={heldout.n!r} (heldout_n in train()): give how many held-out rows to evaluate (e.g. 200), or null for all")
-    if isinstance(heldout.samples, bool) or not isinstance(heldout.samples, int) or heldout.samples < 1:
-        problems.append(f"heldout samples={heldout.samples!r} (heldout_samples in train()): give the sampled completions per held-out row "
-                        "(1: greedy only)")
-    return problems
+def shape_of(annotation: Any) -> Shape:
+    """The shape a field's type annotation declares: ``int`` a whole number, ``float`` a finite number, ``bool`` true or
+    false, ``str`` text, an enum one of its values, unions, lists, mappings and literals of those; anything else any
+    value."""
+    if annotation is bool:
+        return Flag()
+    if annotation is int:
+        return Whole()
+    if annotation is float:
+        return Number()
+    if annotation is str:
+        return Text(blank=True)
+    if annotation is type(None):
+        return Exactly(None)
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        return Text(among=tuple(str(member.value) for member in annotation))
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        if any(isinstance(a, type) and issubclass(a, enum.Enum) for a in args):
+            args = tuple(a for a in args if a is not str)  # an enum's values as text: TrainingArguments refuses the rest
+        return AnyOf(tuple(shape_of(a) for a in args))
+    if origin is typing.Literal:
+        return AnyOf(tuple(Exactly(a) for a in args))
+    if origin is list or annotation is list:
+        return ListOf(shape_of(args[0]) if args else Anything())
+    if origin is dict or annotation is dict:
+        return Mapping()
+    if isinstance(annotation, type) and annotation is not typing.Any:  # a class of its own: an instance of it
+        return Kind((annotation,), said=f"a {annotation.__name__}")
+    return Anything()
+
+
+# What GRPOConfig's types allow but cannot train, declared beside them: a field -> its shape and the fix its message gives.
+OPTION_RANGES: dict[str, Declared] = {
+    "num_generations": Declared(Whole(low=2), "GRPO compares completions within a group, so use 2 or more (4-16 is usual)"),
+    "max_steps": Declared(AnyOf((Exactly(-1), Whole(low=1))), "give a positive number of steps, or -1 to train for "
+                          "num_train_epochs"),
+    "per_device_train_batch_size": Declared(Whole(low=1), "give the completions per device per step, 1 or more"),
+    "gradient_accumulation_steps": Declared(Whole(low=1), "give the steps to accumulate, 1 or more"),
+    "save_steps": Declared(Number(low=0, low_open=True), "give the steps between saves, more than 0"),
+    "logging_steps": Declared(Number(low=0, low_open=True), "give the steps between log lines, more than 0"),
+    "num_train_epochs": Declared(Number(low=0, low_open=True), "give the epochs, more than 0"),
+    "temperature": Declared(Number(low=0, low_open=True), "GRPO samples its groups, so give a temperature above 0 (1.0 is "
+                            "usual)"),
+    "top_k": Declared(Whole(low=0), "give how many of the likeliest tokens to sample from, or 0 (or -1) for all"),
+    "min_p": Declared(optional(Number(low=0, high=1)), "give a probability from 0 to 1 (0.1 is usual), or null for none"),
+    "top_p": Declared(Number(low=0, high=1, low_open=True), "give a probability mass in (0, 1]"),
+    "beta": Declared(Number(low=0), "the KL coefficient must be >= 0 (0.04 is this toolkit's default, 0 disables KL)"),
+    "learning_rate": Declared(Number(low=0, low_open=True), "the learning rate must be positive (5e-6 is a safe start)"),
+    "max_completion_length": Declared(Whole(low=1), "give a positive number of tokens (e.g. 256)"),
+}
+
+
+def grpo_config_shapes() -> dict[str, Shape]:
+    """Each GRPOConfig field's shape, read from its type annotation."""
+    from trl import GRPOConfig
+
+    return _config_shapes(GRPOConfig)
+
+
+@functools.cache
+def _config_shapes(config_class: type) -> dict[str, Shape]:
+    return {f.name: shape_of(f.type) if not isinstance(f.type, str) else Anything()
+            for f in dataclasses.fields(config_class) if f.init}
 
 
 def _field_problems(overrides: dict[str, Any]) -> list[str]:
-    fields, kinds = grpo_config_fields(), grpo_config_kinds()
-    problems = []
+    """Each override that is no GRPOConfig field, or does not fit its type, then its range (:data:`OPTION_RANGES`)."""
+    shapes = grpo_config_shapes()
+    found = []
     for key, value in overrides.items():
         if key in REMOVED_FIELDS:
-            problems.append(f"{key}: {REMOVED_FIELDS[key]}")
-        elif key not in fields:
-            problems.append(f"{key!r} is not a GRPOConfig option{did_you_mean(key, fields)}")
-        elif value is not None and key in kinds and not _of_kind(value, kinds[key]):
-            wanted = {int: "a whole number", float: "a number", bool: "true or false"}[kinds[key]]
-            problems.append(f"{key}={value!r}: give {wanted}")
-    return problems
-
-
-def _of_kind(value: Any, kind: type) -> bool:
-    if kind is bool:
-        return isinstance(value, bool)
-    return is_whole(value) if kind is int else is_number(value)
-
-
-def grpo_config_kinds() -> dict[str, type]:
-    """GRPOConfig's int, float and bool fields (optional ones included) and their type."""
-    from trl import GRPOConfig
-
-    kinds = {}
-    for f in dataclasses.fields(GRPOConfig):
-        options = [a for a in (typing.get_args(f.type) or (f.type,)) if a is not type(None)]
-        if f.init and len(options) == 1 and options[0] in (int, float, bool):
-            kinds[f.name] = options[0]
-    return kinds
+            found.append(f"{key}: {REMOVED_FIELDS[key]}")
+        elif key == "output_dir":  # the run's own setting, which it hands GRPOConfig itself
+            found.append(f"output_dir={shown(value)} among the GRPOConfig fields: it is the run's own setting; give it at the "
+                         "run's top level (output_dir: in a run YAML, --output-dir, train(output_dir=...))")
+        elif key not in shapes:
+            found.append(f"{key!r} is not a GRPOConfig option{did_you_mean(key, shapes)}")
+        elif not shapes[key].fits(value):  # its type; a None it refuses is said by the range, which says what belongs
+            found += problems(OPTION_RANGES[key] if value is None and key in OPTION_RANGES else shapes[key], value, key)
+        elif key in OPTION_RANGES:  # a None its type allows too, where grpo-lite and TRL cannot train with one
+            found += problems(OPTION_RANGES[key], value, key)
+    return found
 
 
 def _option_problems(o: dict[str, Any]) -> list[str]:
-    """What GRPOConfig would accept but cannot train, or TRL would refuse only once the model is loaded."""
-    problems = []
-    g = o.get("num_generations", 8)
-    if not isinstance(g, int) or g < 2:
-        problems.append(f"num_generations={g!r}: GRPO compares completions within a group, so use 2 or more (4-16 is usual)")
-        g = None
-    steps = o.get("max_steps", -1)
-    if steps is None or (is_whole(steps) and steps != -1 and steps < 1):
-        problems.append(f"max_steps={steps!r}: give a positive number of steps, or -1 to train for num_train_epochs")
-    for key, low, fix in (("per_device_train_batch_size", 1, "completions per device per step"),
-                          ("gradient_accumulation_steps", 1, "steps to accumulate"), ("save_steps", 0, "steps between saves"),
-                          ("logging_steps", 0, "steps between log lines"), ("num_train_epochs", 0, "epochs")):
-        if is_number(o.get(key)) and not (o[key] >= low if low else o[key] > 0):
-            problems.append(f"{key}={o[key]!r}: give the {fix}, {'1 or more' if low else 'more than 0'}")
-    if is_number(o.get("temperature")) and o["temperature"] <= 0:
-        problems.append(f"temperature={o['temperature']!r}: GRPO samples its groups, so give a temperature above 0 (1.0 is usual)")
-    if is_whole(o.get("top_k")) and o["top_k"] < 0:
-        problems.append(f"top_k={o['top_k']!r}: give how many of the likeliest tokens to sample from, or 0 (or -1) for all")
-    if is_number(o.get("min_p")) and not 0 <= o["min_p"] <= 1:
-        problems.append(f"min_p={o['min_p']!r}: give a probability from 0 to 1 (0.1 is usual), or null for none")
-    if is_number(o.get("top_p")) and not 0 < o["top_p"] <= 1:
-        problems.append(f"top_p={o['top_p']!r}: give a probability mass in (0, 1]")
-    beta = o.get("beta", 0.0)
-    if beta is None or beta < 0:
-        problems.append(f"beta={beta!r}: the KL coefficient must be >= 0 (0.04 is this toolkit's default, 0 disables KL)")
-    if o.get("learning_rate", 1.0) <= 0:
-        problems.append(f"learning_rate={o['learning_rate']!r} must be positive (5e-6 is a safe start)")
-    if o.get("max_completion_length", 1) <= 0:
-        problems.append("max_completion_length must be a positive number of tokens")
+    """Options that cannot go together, or that this machine cannot train with, once each fits its shape."""
+    found = []
     if o.get("bf16") and o.get("fp16"):
-        problems.append("bf16=True and fp16=True together: pick one (fp16 on a T4, bf16 on Ampere or newer)")
+        found.append("bf16=True and fp16=True together: pick one (fp16 on a T4, bf16 on Ampere or newer)")
     if o.get("use_cpu") and (o.get("bf16") or o.get("fp16")):
-        problems.append("use_cpu=True with bf16/fp16: mixed precision needs a GPU; set bf16=False, fp16=False")
+        found.append("use_cpu=True with bf16/fp16: mixed precision needs a GPU; set bf16=False, fp16=False")
+    g = o.get("num_generations", 8)
     per_device = o.get("per_device_train_batch_size", 8)
     accumulation = o.get("gradient_accumulation_steps", 1)
     processes = int(os.environ.get("WORLD_SIZE", "1"))  # TRL counts every process's batch
     generation_batch = o.get("generation_batch_size") or per_device * processes * (o.get("steps_per_generation") or accumulation)
-    if g and generation_batch % g:
-        problems.append(
-            f"the generation batch ({generation_batch} completions: per_device_train_batch_size={per_device}, "
-            f"gradient_accumulation_steps={accumulation}{f', {processes} processes' if processes > 1 else ''}) "
-            f"must be divisible by num_generations={g}: e.g. set "
-            f"per_device_train_batch_size={g} or num_generations to a divisor of {generation_batch}"
+    if generation_batch % g:
+        steps = ("steps_per_generation", o["steps_per_generation"]) if o.get("steps_per_generation") else (
+            "gradient_accumulation_steps", accumulation)
+        made_of = (f"generation_batch_size={o['generation_batch_size']}" if o.get("generation_batch_size") else
+                   f"per_device_train_batch_size={per_device}, {steps[0]}={steps[1]}"
+                   f"{f', {processes} processes' if processes > 1 else ''}")
+        found.append(
+            f"the generation batch ({generation_batch} completions: {made_of}) must be divisible by num_generations={g}: "
+            f"e.g. set {'generation_batch_size' if o.get('generation_batch_size') else 'per_device_train_batch_size'}={g} "
+            f"or num_generations to a divisor of {generation_batch}"
         )
     optim = str(o.get("optim", ""))
     if "8bit" in optim and importlib.util.find_spec("bitsandbytes") is None:
-        problems.append(f"optim={optim!r} needs bitsandbytes: pip install bitsandbytes, or set optim='adamw_torch'")
+        found.append(f"optim={optim!r} needs bitsandbytes: pip install bitsandbytes, or set optim='adamw_torch'")
     import torch
 
     if not o.get("use_cpu") and not torch.cuda.is_available() and (o.get("bf16") or o.get("fp16")):
         cpu_presets = [name for name, values in TRAINING_PRESETS.items() if values.get("use_cpu")] + [TRL_PRESET]
-        problems.append(f"this preset uses bf16/fp16, which needs a GPU, and none is available: use preset='{cpu_presets[0]}' "
-                        f"(or 'auto', or '{TRL_PRESET}' for TRL's defaults)")
-    return problems
+        found.append(f"this preset uses bf16/fp16, which needs a GPU, and none is available: use preset='{cpu_presets[0]}' "
+                     f"(or 'auto', or '{TRL_PRESET}' for TRL's defaults)")
+    return found
 
 
 def _config_problems(preset: str, overrides: dict[str, Any]) -> list[str]:
-    problems = [] if preset_name(preset) in TRAINING_PRESETS else [
+    found = [] if preset_name(preset) in TRAINING_PRESETS else [
         f"unknown preset {preset!r}{did_you_mean(preset, TRAINING_PRESETS)}; choose one of {_presets()}"]
     ported = port_overrides(preset, overrides)
-    problems += ported.problems + _field_problems(ported.overrides)
-    return problems or _option_problems(preset_options(preset, ported.overrides))
+    found += ported.problems + _field_problems(ported.overrides)
+    return found or _option_problems(preset_options(preset, ported.overrides))
 
 
 def resolve_options(preset: str = "auto", **overrides: Any) -> dict[str, Any]:
     """The GRPOConfig keyword arguments for ``preset`` (its values, then ``overrides`` as :func:`port_overrides`
     translates them), checked as :meth:`RunSettings.validate` checks them: raises :class:`ConfigError` naming each
     option to change. ``max_prompt_length`` is no GRPOConfig field: train() drops the long prompts itself."""
-    problems = _config_problems(preset, overrides)
-    if problems:
-        raise ConfigError("\n".join(problems))
+    found = _config_problems(preset, overrides)
+    if found:
+        raise ConfigError("\n".join(found))
     return preset_options(preset, port_overrides(preset, overrides).overrides)
 
 

@@ -1,7 +1,9 @@
 """Curriculum training: several GRPO runs in a row on the same LoRA weights, e.g. format first, then correctness.
 
 Each stage is an ordinary :func:`grpo_lite.train` run in its own folder (``<output_dir>/<i>-<name>``) with its
-own rewards and settings. The stages' step records are also joined into ``<output_dir>/metrics.jsonl`` with
+own rewards and settings; without an ``output_dir`` the plan gets a fresh ``outputs/<model>-<n>``. A folder holding an
+earlier plan (its joined metrics.jsonl, or a stage's run) is refused before the first stage starts, unless
+``resume=True`` or ``overwrite=True`` is among the common settings. The stages' step records are also joined into ``<output_dir>/metrics.jsonl`` with
 steps numbered on from the previous stage and a ``stage`` field, so one history shows the whole curriculum.
 A stage that ends early (the Stop button, Ctrl-C, a reward that keeps failing) ends the plan there, with that
 stage's checkpoint: the later stages do not start.
@@ -18,9 +20,10 @@ from rewards.combine import reward_name
 
 from ..log import logger
 from ..monitor.metrics import read_metrics
-from ..run.files import METRICS_FILE, write_jsonl
-from ..run.settings import ConfigError
-from .trainer import TrainResult, train
+from ..run.files import METRICS_FILE, fresh_run_dir, run_name, say_fresh_run_dir, write_jsonl
+from ..run.settings import ConfigError, output_problems
+from ..shapes import Whole, problems
+from .trainer import TrainResult, model_name, train
 
 
 class Stage:
@@ -33,8 +36,9 @@ class Stage:
     """
 
     def __init__(self, rewards: Any, max_steps: int, name: str | None = None, **overrides: Any):
-        if max_steps < 1:
-            raise ConfigError(f"Stage(max_steps={max_steps}): a stage needs at least one step")
+        said = problems(Whole(low=1), max_steps, "max_steps", "a stage needs at least one step")
+        if said:
+            raise ConfigError(f"Stage({said[0]}")
         self.rewards = rewards
         self.max_steps = max_steps
         self.name = name
@@ -61,7 +65,7 @@ def train_stages(
     tokenizer,
     dataset,
     *,
-    output_dir: str | Path = "outputs/grpo-lite-stages",
+    output_dir: str | Path | None = None,
     **common: Any,
 ) -> list[TrainResult]:
     """Run ``stages`` one after another on ``model``'s LoRA weights; returns the :class:`TrainResult` of each stage run.
@@ -71,9 +75,16 @@ def train_stages(
     """
     if not stages:
         raise ConfigError("train_stages: no stages; pass a list like [Stage(rewards=..., max_steps=...), ...]")
-    output_dir = Path(output_dir)
+    fresh = output_dir is None
+    output_dir = fresh_run_dir(run_name(model_name(model))) if fresh else Path(output_dir)
     names = [stage.name or f"stage{i}" for i, stage in enumerate(stages, start=1)]
     stage_dirs = [output_dir / f"{i}-{name}" for i, name in enumerate(names, start=1)]
+    taken = [problem for folder in (output_dir, *stage_dirs) for problem in
+             output_problems(folder, resume=common.get("resume") is True, overwrite=common.get("overwrite") is True)]
+    if taken:  # before the first stage trains: a later stage refused would leave the plan half done
+        raise ConfigError("\n".join(f"train_stages: {problem}" for problem in taken))
+    if fresh:
+        say_fresh_run_dir(output_dir)
     results = []
     for stage, name, stage_dir in zip(stages, names, stage_dirs):
         funcs, _ = resolve_rewards(stage.rewards)

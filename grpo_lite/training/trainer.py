@@ -35,8 +35,10 @@ from typing import Any
 from transformers import TrainerCallback
 
 from rewards import resolve_rewards
+from rewards.combine import distinct_names, name_clashes
+from rewards.extract import is_data_frame
 
-from ..data.prepare import DatasetError, prompt_lengths
+from ..data.prepare import DatasetError, as_dataset, check_prompts, prompt_lengths
 from ..data.prompts import fit_dataset, prompt_token_ids, remember_template_kwargs
 from ..guards.faults import faults_reported
 from ..guards.nan import NaNStop
@@ -49,7 +51,7 @@ from ..monitor.metrics import MetricsLog, read_metrics
 from ..monitor.samples import SampleLog
 from ..run.callbacks import attach_all
 from ..run.config import config_to_dict, make_config
-from ..run.files import RUN_FILE
+from ..run.files import RUN_FILE, clear_run, fresh_run_dir, run_name, say_fresh_run_dir
 from ..run.porting import changes_table, option_sources, port_overrides, preset_changes, sampling_values
 from ..run.presets import preset_name
 from ..run.record import RunRecord, reward_reference
@@ -78,6 +80,16 @@ class TrainResult:
         return self.trainer.model
 
 
+def _training_rows(dataset):
+    """The training rows as a ``datasets.Dataset`` (a pandas DataFrame becomes one), checked: a ``prompt`` column whose
+    every prompt a chat template can render (:func:`check_prompts`), and at least one row."""
+    if is_data_frame(dataset):
+        dataset = as_dataset(dataset)
+    _check_dataset(dataset)
+    check_prompts(dataset)
+    return dataset
+
+
 def _check_dataset(dataset) -> None:
     if not hasattr(dataset, "column_names"):
         raise DatasetError(f"dataset is a {type(dataset).__name__}, not a datasets.Dataset; build it with "
@@ -99,8 +111,9 @@ def _check_one_batch(dataset, config) -> None:
         raise DatasetError(
             f"the dataset has {len(dataset)} rows and one generation batch takes {prompts} prompts "
             f"(generation_batch_size={config.generation_batch_size} completions in groups of num_generations="
-            f"{config.num_generations}), so no step could train: add rows, or lower per_device_train_batch_size or "
-            "gradient_accumulation_steps"
+            f"{config.num_generations}: per_device_train_batch_size={config.per_device_train_batch_size} x "
+            f"steps_per_generation={config.steps_per_generation}), so no step could train: add rows, or lower "
+            "per_device_train_batch_size, gradient_accumulation_steps, steps_per_generation or generation_batch_size"
         )
 
 
@@ -173,7 +186,8 @@ def train(
     rewards: Any,
     *,
     preset: str = "auto",
-    output_dir: str | Path = "outputs/grpo-lite",
+    output_dir: str | Path | None = None,
+    overwrite: bool = False,
     reward_weights: Sequence[float] | None = None,
     callbacks: Sequence[TrainerCallback] = (),
     resume: bool = False,
@@ -188,9 +202,15 @@ def train(
 ) -> TrainResult:
     """GRPO-train ``model`` on ``dataset`` with ``rewards``; returns a :class:`TrainResult`.
 
-    ``dataset`` needs a ``prompt`` column (see :func:`grpo_lite.prepare_dataset`); its other columns reach
-    the reward functions. ``rewards`` are reward functions, registry or preset names, ``"module:function"``
-    paths or a ``rewards.RewardSet`` (its weights become ``reward_weights``). ``overrides`` are
+    ``dataset`` needs a ``prompt`` column (see :func:`grpo_lite.prepare_dataset`; a pandas DataFrame with one works
+    too); its other columns reach the reward functions. The run's files go to ``output_dir``; without one, to a fresh
+    ``outputs/<model>-<n>`` (the model's short name, numbered on), said when the run starts. A folder holding another
+    run is refused before anything is written: pass ``resume=True`` to continue it, another ``output_dir``, or
+    ``overwrite=True`` to replace it (its record, logs, checkpoints and weights; other files stay). ``rewards`` are
+    reward functions, registry or preset names, ``"module:function"`` or ``"path/to/file.py:function"`` references or
+    a ``rewards.RewardSet`` (its weights become ``reward_weights``); each is logged under a name of its own
+    (``rewards/<name>/mean``): two of one name (two lambdas) as ``<name>`` and ``<name>_2``, said when the run
+    starts. ``overrides`` are
     ``trl.GRPOConfig`` fields (``max_steps=50``, ``num_generations=4``, ...), checked before training starts.
     ``dashboard`` draws a :class:`~grpo_lite.LiveDashboard` (``True``: the notebook or terminal view that
     fits; a view name, ``"log"``...; a ``LiveDashboard`` of your own; ``False``: none). ``callbacks`` run
@@ -209,20 +229,36 @@ def train(
     """
     loaded = loaded_as(model)
     settings = RunSettings(
-        model=loaded.name if loaded else str(getattr(getattr(model, "config", None), "_name_or_path", "") or type(model).__name__),
-        rewards=rewards, load=loaded.settings if loaded else None,
-        reward_weights=list(reward_weights) if reward_weights is not None else None, preset=preset,
-        output_dir=str(output_dir), reward_timeout=reward_timeout, chat_template_kwargs=chat_template_kwargs,
-        fold_system_prompt=fold_system_prompt,
+        model=model_name(model), rewards=_as_list(rewards), load=loaded.settings if loaded else None,
+        reward_weights=_as_list(reward_weights), preset=preset,
+        output_dir=str(output_dir) if isinstance(output_dir, (str, Path)) else output_dir, overwrite=overwrite,
+        reward_timeout=reward_timeout, chat_template_kwargs=chat_template_kwargs, fold_system_prompt=fold_system_prompt,
         heldout=Heldout(heldout, heldout_n, heldout_samples) if heldout is not None else None, overrides=overrides)
     return train_run(model, tokenizer, dataset, settings, callbacks=callbacks, resume=resume, dashboard=dashboard)
+
+
+def _as_list(values: Any) -> Any:
+    """A tuple, or an array of numbers (numpy, torch, pandas), as the list the settings hold; anything else as it is,
+    for the settings' shapes to check."""
+    if hasattr(values, "tolist") and not isinstance(values, (str, dict)):
+        return values.tolist()
+    return list(values) if isinstance(values, tuple) else values
+
+
+def model_name(model) -> str:
+    """The name a model was loaded by (its hub id or folder), as run.yaml records it and a run folder is named after."""
+    loaded = loaded_as(model)
+    return loaded.name if loaded else str(getattr(getattr(model, "config", None), "_name_or_path", "") or type(model).__name__)
 
 
 def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Sequence[TrainerCallback] = (),
               resume: bool = False, dashboard: Any = True) -> TrainResult:
     """:func:`train` for a run given as one :class:`RunSettings`, whose ``heldout.data`` is a prepared dataset."""
-    settings.validate(model_loaded=True)
-    output_dir = Path(settings.output_dir or "outputs/grpo-lite")
+    settings.validate(model_loaded=True, resume=resume)
+    dataset = _training_rows(dataset)
+    output_dir = Path(settings.output_dir) if settings.output_dir is not None else fresh_run_dir(run_name(settings.model))
+    if settings.output_dir is None:
+        say_fresh_run_dir(output_dir)
     funcs, set_weights = resolve_rewards(settings.rewards)
     weights = settings.reward_weights if settings.reward_weights is not None else set_weights
     ported = port_overrides(settings.preset, settings.overrides)  # what a script written for older TRL meant
@@ -240,7 +276,6 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
         logger.info(changes_table(preset_changes(settings.preset, ported, options, sources), settings.preset))
         for note in ported.notes:
             logger.info(note)
-    _check_dataset(dataset)
     # TRL renders the prompt column itself: it gets the messages grpo-lite renders, a system turn kept or folded
     dataset = fit_dataset(dataset, tokenizer, template, fold_system_prompt=settings.fold_system_prompt)
     remember_template_kwargs(tokenizer, template)
@@ -250,6 +285,8 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
     _check_one_batch(dataset, config)
     _check_sequence_length(model, tokenizer, dataset, config, template)
     heldout = settings.heldout if settings.heldout is not None and settings.heldout.data is not None else None
+    if heldout is not None and is_data_frame(heldout.data):
+        heldout = dataclasses.replace(heldout, data=as_dataset(heldout.data))
     evaluation = []
     if heldout is not None:
         from ..evaluation.heldout import HeldoutEvaluation
@@ -258,15 +295,21 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
                                         heldout_samples=heldout.samples, temperature=config.temperature,
                                         max_completion_length=config.max_completion_length, chat_template_kwargs=template)]
 
-    guarded = [guard(f, settings.reward_timeout) for f in funcs]
+    names = distinct_names(funcs)  # TRL logs each reward under its function's name: two of one name would share a curve
+    if (clashes := name_clashes(funcs, names)) is not None:
+        logger.info(clashes)
+    guarded = [guard(f, settings.reward_timeout, name=name) for f, name in zip(funcs, names)]
     if (unlimited_rewards := unlimited(guarded)) is not None:
         logger.warning(unlimited_rewards)
     record = _record(model, settings, funcs, config, set_weights, chosen_overrides)
     if ported.translated:
         record.chosen["translated"] = ported.translated  # the user's field -> its new form (None: dropped)
     record.chosen["sources"] = {key: source for key, source in sorted(sources.items()) if source != "trl"}
+    views = _dashboard(dashboard, output_dir)  # a view name that does not exist is refused before anything is written
     checkpoint = resume_checkpoint(output_dir, config, record) if resume else None
     if is_main_process():
+        if settings.overwrite and not resume and (removed := clear_run(output_dir)):
+            logger.warning(f"overwrite=True: removed the earlier run's {', '.join(removed)} from {output_dir}")
         record.write(output_dir / RUN_FILE)
 
     switch = StopSwitch()
@@ -277,7 +320,7 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
         RewardFailureStop(guarded, switch),
         NaNStop(switch),
         InterruptStops(switch),
-        *_dashboard(dashboard, output_dir),
+        *views,
         *evaluation,  # after the dashboard: its last frame and the end of Stop come before the evaluation after training
         *callbacks,
         switch,  # last: it acts on stop requests made by the callbacks before it at the same step

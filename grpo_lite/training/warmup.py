@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rewards.extract import is_data_frame
+
 from ..data.prompts import chat_messages, is_chat, template_kwargs
 from ..errors import UserError
 from ..log import logger
@@ -70,7 +72,7 @@ def _row(example: Any, index: int) -> dict[str, Any]:
 
 
 def _rows(examples: Any) -> list[dict[str, Any]]:
-    if hasattr(examples, "to_dict") and hasattr(examples, "columns"):  # a pandas DataFrame, as the notebook builds
+    if is_data_frame(examples):  # as the notebook builds them
         examples = examples.to_dict("records")
     rows = [_row(example, i) for i, example in enumerate(examples)]
     if not rows:
