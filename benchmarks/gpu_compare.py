@@ -68,6 +68,7 @@ GPU_ROWS = {"trl_16bit": 60, "grpo_lite_unsloth": 120, "gen_dynamic": 45, "gen_u
             "gen_static_compile": 120, "grpo_lite_bnb4": 120}
 DRY_RUN_ROWS = {"trl_16bit": 300, "grpo_lite_cpu": 300, "gen_dynamic": 300, "gen_paged": 300, "gen_static_compile": 300}
 MIN_ROW_S = 20  # a row is not started with less time than this left in the budget
+HEADING = "## GPU: plain TRL vs grpo-lite backends, and generation engines"
 OUTPUT_KEPT = 60  # lines of a failed row's output kept in its JSON line
 
 
@@ -355,6 +356,7 @@ def run_rows(rows: dict[str, float], model_dir: Path, scratch: Path, args, budge
             command += ["--dry-run"] * args.dry_run + (["--fail-in", args.fail_in] if args.fail_in else [])
             command += [] if row in UNSLOTH_ROWS else ["--without-unsloth"]
             result = run_in_own_process(row, command, limit_s if left is None else min(limit_s, left), out_json)
+        result.update(shape=args.shape, steps=args.steps, completion_tokens=args.completion_tokens)
         print(json.dumps(result), flush=True)
         results.append(result)
         if args.json:
@@ -368,41 +370,44 @@ def _why(r: dict) -> str:
     return f"{status}: {last[:100]}".replace("|", "/")
 
 
+def _table(header: list[str], rows: list[dict], cells) -> str:
+    """A Markdown table of ``rows``: each measured row's cells from ``cells(row, the first measured row)``, the others
+    with why they have none."""
+    base = next((r for r in rows if r["status"] == "ok"), None)
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for r in rows:
+        shown = cells(r, base) if r["status"] == "ok" else [_why(r), *[""] * (len(header) - 2)]
+        lines.append("| " + " | ".join([r["variant"], *shown]) + " |")
+    return "\n".join(lines)
+
+
+def _training_cells(r: dict, base: dict) -> list[str]:
+    def on_card(row):  # on a CPU (the dry run) the peak resident memory stands for both peaks
+        return row.get("peak_on_card_gb", row.get("peak_rss_gb"))
+
+    low, high = r["step_time_range"]
+    return [f"{r.get('peak_allocated_gb', r.get('peak_rss_gb')):.2f}", f"{on_card(r):.2f}", f"{r['planned_gb']:.2f}",
+            f"{on_card(r) / r['planned_gb']:.2f}", f"{r['seconds_per_step']:.2f} ({low:.2f}-{high:.2f})", f"{r['train_tokens_per_s']:.0f}",
+            f"{on_card(r) / on_card(base):.2f}", f"{base['seconds_per_step'] / r['seconds_per_step']:.2f}x"]
+
+
+def _generation_cells(r: dict, base: dict) -> list[str]:
+    return [f"{r['gen_tokens_per_s']:.0f}", f"{r['limit_tokens_per_s']:.0f}", f"{r['gen_vs_bandwidth_limit']:.2%}",
+            f"{r['first_call_s']:.1f}", f"{r['weights_gb']:.2f}", f"{r['bandwidth_gb_s']:.0f}",
+            f"{r['gen_tokens_per_s'] / base['gen_tokens_per_s']:.2f}x"]
+
+
 def tables(results: list[dict]) -> str:
     """The training table and the generation table, in Markdown; ratios are to each table's first measured row."""
     training = [r for r in results if r["variant"] in TRAINING_ROWS]
     generation = [r for r in results if r["variant"] not in TRAINING_ROWS]
     blocks = []
     if training:
-        lines = ["| row | peak allocated GB | peak on the card GB | planner GB | card / planner | s/step (range) | train tok/s "
-                 "| memory vs first | speed vs first |", "|---|---|---|---|---|---|---|---|---|"]
-        base = next((r for r in training if r["status"] == "ok"), None)
-        for r in training:
-            if r["status"] != "ok":
-                lines.append(f"| {r['variant']} | {_why(r)} | | | | | | | |")
-                continue
-            # on a CPU (the dry run) the peak resident memory stands for both
-            allocated, on_card = (r["peak_allocated_gb"], r["peak_on_card_gb"]) if "peak_on_card_gb" in r else (r["peak_rss_gb"],) * 2
-            base_on_card = base.get("peak_on_card_gb", base.get("peak_rss_gb"))
-            low, high = r["step_time_range"]
-            lines.append(
-                f"| {r['variant']} | {allocated:.2f} | {on_card:.2f} | {r['planned_gb']:.2f} | {on_card / r['planned_gb']:.2f} | "
-                f"{r['seconds_per_step']:.2f} ({low:.2f}-{high:.2f}) | {r['train_tokens_per_s']:.0f} | {on_card / base_on_card:.2f} | "
-                f"{base['seconds_per_step'] / r['seconds_per_step']:.2f}x |")
-        blocks.append("\n".join(lines))
+        blocks.append(_table(["row", "peak allocated GB", "peak on the card GB", "planner GB", "card / planner", "s/step (range)",
+                              "train tok/s", "memory vs first", "speed vs first"], training, _training_cells))
     if generation:
-        lines = ["| engine | gen tok/s | bandwidth limit tok/s | of the limit | first call s | weights GB | copy GB/s "
-                 "| speed vs first |", "|---|---|---|---|---|---|---|---|"]
-        base = next((r for r in generation if r["status"] == "ok"), None)
-        for r in generation:
-            if r["status"] != "ok":
-                lines.append(f"| {r['variant']} | {_why(r)} | | | | | | |")
-                continue
-            lines.append(
-                f"| {r['variant']} | {r['gen_tokens_per_s']:.0f} | {r['limit_tokens_per_s']:.0f} | {r['gen_vs_bandwidth_limit']:.2%} | "
-                f"{r['first_call_s']:.1f} | {r['weights_gb']:.2f} | {r['bandwidth_gb_s']:.0f} | "
-                f"{r['gen_tokens_per_s'] / base['gen_tokens_per_s']:.2f}x |")
-        blocks.append("\n".join(lines))
+        blocks.append(_table(["engine", "gen tok/s", "bandwidth limit tok/s", "of the limit", "first call s", "weights GB",
+                              "copy GB/s", "speed vs first"], generation, _generation_cells))
     return "\n\n".join(blocks)
 
 
@@ -417,12 +422,24 @@ def main() -> None:
     parser.add_argument("--budget-s", type=float, help="the whole comparison's time: rows that no longer fit are not run")
     parser.add_argument("--fail-in", metavar="ROW", help="make ROW raise, to see how a failure is reported")
     parser.add_argument("--dry-run", action="store_true", help="CPU, tiny shape, 2 steps, 8 tokens, the rows a CPU can run")
-    parser.add_argument("--write-docs", action="store_true")
+    parser.add_argument("--write-docs", action="store_true", help="put the tables in docs/benchmarks.md, with this machine's versions")
+    parser.add_argument("--publish", type=Path, metavar="OUT",
+                        help="put the tables of a tests/gpu/run.sh run (its $OUT folder) in docs/benchmarks.md, and stop")
+    parser.add_argument("--versions", action="store_true", help="print the device and the versions that matter, and stop")
     parser.add_argument("--json", type=Path, help="also write the rows here (after each row)")
     parser.add_argument("--table", type=Path, help="also write the tables here")
     parser.add_argument("--child", nargs=3, metavar=("ROW", "MODEL_DIR", "OUT_JSON"), help=argparse.SUPPRESS)
     parser.add_argument("--without-unsloth", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.versions:
+        print("\n".join(versions()))
+        return
+    if args.publish:
+        done = args.publish
+        timeline = done / "timeline.txt"
+        publish(json.loads((done / "gpu_compare.json").read_text()), (done / "versions.txt").read_text().splitlines(),
+                "`bash tests/gpu/run.sh all`", timeline.read_text() if timeline.exists() else "")
+        return
     if args.without_unsloth:
         sys.modules["unsloth"] = None  # importing grpo_lite would import it first on a GPU machine
     if args.dry_run:
@@ -446,31 +463,49 @@ def main() -> None:
     if args.table:
         args.table.write_text(table + "\n")
     if args.write_docs:
-        _write_docs(table, args)
+        publish(results, versions(), f"`python benchmarks/gpu_compare.py {' '.join(sys.argv[1:])}`")
 
 
-def _write_docs(table: str, args) -> None:
+def versions() -> list[str]:
+    """The date, the commit, the device and the versions that matter, one ``name: value`` a line."""
+    import platform
+    from datetime import datetime, timezone
     from importlib.metadata import PackageNotFoundError, version
 
     import torch
 
-    from benchmarks.docs import machine, replace_section
-
     def installed(name: str) -> str:
         try:
-            return f"{name} {version(name)}"
+            return version(name)
         except PackageNotFoundError:
-            return f"no {name}"
+            return "not installed"
 
-    device = f"{torch.cuda.get_device_name(0)} (CUDA {torch.version.cuda})" if torch.cuda.is_available() else "no GPU"
-    versions = ", ".join(installed(name) for name in ("unsloth", "bitsandbytes", "peft"))
-    command = " ".join(["python", "benchmarks/gpu_compare.py", *sys.argv[1:]])
-    section = (
-        f"## GPU: plain TRL vs grpo-lite backends, and generation engines\n\n{device}; {machine()}, {versions}. Shape "
-        f"{args.shape} (random weights), {args.steps} steps, {SEQUENCES} generations x {args.completion_tokens} forced tokens, "
-        f"LoRA rank {LORA_RANK}. Command: `{command}`\n\n{table}\n"
-    )
-    replace_section("## GPU: plain TRL vs grpo-lite backends, and generation engines", section)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    device = (f"{torch.cuda.get_device_name()} ({torch.cuda.get_device_properties(0).total_memory / 2**30:.1f} GiB)"
+              if torch.cuda.is_available() else "no CUDA GPU (CPU)")
+    lines = [f"date: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC", f"commit: {commit or 'unknown'}", f"device: {device}",
+             f"python: {platform.python_version()}", f"torch: {torch.__version__} (CUDA {torch.version.cuda})"]
+    return lines + [f"{name}: {installed(name)}" for name in ("transformers", "trl", "peft", "unsloth", "unsloth_zoo",
+                                                              "bitsandbytes", "datasets", "accelerate", "triton", "vllm")]
+
+
+def section(results: list[dict], machine_lines: list[str], how: str, timeline: str = "") -> str:
+    """docs/benchmarks.md's section for a comparison's rows, measured as ``how`` says on the machine described."""
+    facts = dict(line.split(": ", 1) for line in machine_lines if ": " in line)
+    run = results[0]
+    text = [HEADING, "", f"{how} on {facts['device']}, {facts['date']}, commit {facts['commit']}: "
+            + ", ".join(f"{name} {facts[name]}" for name in ("torch", "transformers", "trl", "peft", "unsloth", "bitsandbytes") if name in facts)
+            + f". Shape {run['shape']} (random weights), {run['steps']} steps, {SEQUENCES} generations x {run['completion_tokens']} "
+            f"forced tokens, LoRA rank {LORA_RANK}.", "", tables(results)]
+    if timeline:
+        text += ["", "What each part of the run took:", "", "```", timeline.strip(), "```"]
+    return "\n".join(text) + "\n"
+
+
+def publish(results: list[dict], machine_lines: list[str], how: str, timeline: str = "") -> None:
+    from benchmarks.docs import replace_section
+
+    replace_section(HEADING, section(results, machine_lines, how, timeline))
 
 
 if __name__ == "__main__":

@@ -83,7 +83,7 @@ def test_rows_that_no_longer_fit_the_budget_are_reported_as_not_run(tmp_path, ca
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from gpu_compare import GPU_ROWS, run_rows, tables
 
-    args = argparse.Namespace(json=tmp_path / "m.json", steps=2, completion_tokens=128, dry_run=False, fail_in=None)
+    args = argparse.Namespace(json=tmp_path / "m.json", shape="qwen2.5-0.5b", steps=2, completion_tokens=64, dry_run=False, fail_in=None)
     results = run_rows(GPU_ROWS, tmp_path / "model", tmp_path, args, budget_s=5)
     assert _rows(capsys.readouterr().out) == results == json.loads((tmp_path / "m.json").read_text())
     assert [r["variant"] for r in results] == list(GPU_ROWS)

@@ -14,7 +14,7 @@ from on_gpu import SHORT_RUN, characters_reward
 
 from grpo_lite import load_model, read_metrics, train
 
-FP16_RUN = {**SHORT_RUN, "max_steps": 4, "save_steps": 4}
+FP16_RUN = {**SHORT_RUN, "max_steps": 3, "save_steps": 3}
 
 
 def test_fp16_weights_train_through_unsloth_with_the_t4_preset(model_dir, dataset, tmp_path):
