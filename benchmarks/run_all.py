@@ -25,6 +25,7 @@ BENCHMARKS = {
     "long_run": ["long_run.py"],
     "overhead": ["overhead.py"],
     "plan": ["plan_vs_measured.py"],
+    "plan_gpu_path": ["plan_vs_allocated.py"],
     "gpu": ["gpu_compare.py"],
     "faults": ["faults_table.py"],
 }

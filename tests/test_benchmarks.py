@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -10,17 +11,84 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _rows(stdout: str) -> list[dict]:
+    return [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+
+
 @pytest.mark.slow
-def test_gpu_comparison_dry_run_measures_every_variant(tmp_path):
-    proc = subprocess.run([sys.executable, "benchmarks/gpu_compare.py", "--dry-run", "--json", str(tmp_path / "m.json")], cwd=ROOT,
-                          capture_output=True, text=True, timeout=600)
+def test_gpu_comparison_dry_run_prints_each_row_as_it_ends_then_the_tables(tmp_path):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from gpu_compare import DRY_RUN_ROWS
+
+    # stderr (each row's own output, prefixed with its name) and stdout in one stream, in the order they were written
+    proc = subprocess.run([sys.executable, "benchmarks/gpu_compare.py", "--dry-run", "--json", str(tmp_path / "m.json"),
+                           "--table", str(tmp_path / "t.md")], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    lines = proc.stdout.splitlines()
+    rows = _rows(proc.stdout)
+    assert [r["variant"] for r in rows] == list(DRY_RUN_ROWS) and all(r["status"] == "ok" for r in rows), rows
+    for this, following in zip(DRY_RUN_ROWS, list(DRY_RUN_ROWS)[1:]):  # a row's line comes before the next row's output
+        reported = next(i for i, line in enumerate(lines) if line.startswith("{") and json.loads(line)["variant"] == this)
+        assert reported < next(i for i, line in enumerate(lines) if line.startswith(f"[{following}] "))
+    assert json.loads((tmp_path / "m.json").read_text()) == rows
+    table = (tmp_path / "t.md").read_text()
+    assert "| trl_16bit | " in table and "| engine | gen tok/s | bandwidth limit tok/s |" in table
+    baseline = next(line for line in table.splitlines() if line.startswith("| trl_16bit |"))
+    assert baseline.split("|")[8].strip() == "1.00"  # the baseline's memory ratio to itself
+    train_rows = [r for r in rows if r["kind"] == "train"]
+    assert all(r["planned_gb"] > 0 and r["step_time_range"][0] <= r["seconds_per_step"] <= r["step_time_range"][1] for r in train_rows)
+    for r in (r for r in rows if r["kind"] == "generate"):
+        assert r["gen_tokens"] == 8 * 8 and 0 < r["gen_vs_bandwidth_limit"] < 1 and r["first_call_s"] > 0, r
+
+
+@pytest.mark.slow
+def test_gpu_comparison_reports_a_failing_row_with_its_whole_traceback_and_goes_on(tmp_path):
+    proc = subprocess.run([sys.executable, "benchmarks/gpu_compare.py", "--dry-run", "--variants", "trl_16bit,gen_dynamic",
+                           "--fail-in", "trl_16bit"], cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    rows = [line for line in proc.stdout.splitlines() if line.startswith("| trl_16bit") or line.startswith("| grpo_lite_cpu")]
-    assert len(rows) == 2 and not any("failed" in row for row in rows), proc.stdout
-    assert rows[0].split("|")[8].strip() == "1.00"  # the baseline's memory ratio to itself
-    measured = json.loads((tmp_path / "m.json").read_text())
-    assert [m["variant"] for m in measured] == ["trl_16bit", "grpo_lite_cpu"]
-    assert all(m["planned_gb"] > 0 and m["step_time_range"][0] <= m["seconds_per_step"] <= m["step_time_range"][1] for m in measured)
+    failed, measured = _rows(proc.stdout)
+    assert failed["variant"] == "trl_16bit" and failed["status"] == "failed"
+    # the whole traceback, from the row's entry point through TRL's trainer to the reward function that raised
+    error = failed["error"]
+    assert error.startswith("Traceback (most recent call last):") and "trl/trainer/grpo_trainer.py" in error
+    assert error.rstrip().endswith("PlantedFailure: --fail-in trl_16bit: the reward function raised")
+    assert "| trl_16bit | failed: PlantedFailure: --fail-in trl_16bit" in proc.stdout
+    assert measured["variant"] == "gen_dynamic" and measured["status"] == "ok"
+
+
+def test_a_row_past_its_time_limit_is_killed_with_its_process_group_and_its_output_kept(tmp_path):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from gpu_compare import run_in_own_process
+
+    script = tmp_path / "slow_row.py"  # a row that starts a process of its own (as compile workers do), prints, then hangs
+    script.write_text("""import subprocess, sys, time
+helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+print(f"loading the model (helper {helper.pid})", flush=True)
+time.sleep(60)
+""")
+    result = run_in_own_process("slow_row", [sys.executable, str(script)], 3, tmp_path / "slow_row.json")
+    assert result["status"] == "timed_out" and "killed" in result["error"] and result["seconds"] < 10
+    assert result["output_tail"].startswith("loading the model")
+    helper = int(result["output_tail"].split("helper ")[1].rstrip(")"))
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and Path(f"/proc/{helper}").exists():
+        time.sleep(0.1)
+    assert not Path(f"/proc/{helper}").exists(), "the row's own subprocesses are killed with it"
+
+
+def test_rows_that_no_longer_fit_the_budget_are_reported_as_not_run(tmp_path, capsys):
+    import argparse
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from gpu_compare import GPU_ROWS, run_rows, tables
+
+    args = argparse.Namespace(json=tmp_path / "m.json", shape="qwen2.5-0.5b", steps=2, completion_tokens=64, dry_run=False, fail_in=None)
+    results = run_rows(GPU_ROWS, tmp_path / "model", tmp_path, args, budget_s=5)
+    assert _rows(capsys.readouterr().out) == results == json.loads((tmp_path / "m.json").read_text())
+    assert [r["variant"] for r in results] == list(GPU_ROWS)
+    assert all(r["status"] == "not_run" and "of the 5 s budget left" in r["error"] for r in results)
+    assert "| trl_16bit | not run: " in tables(results) and "| gen_dynamic | not run: " in tables(results)
 
 
 def test_docs_sections_are_replaced_not_duplicated(tmp_path):

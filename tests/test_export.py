@@ -2,6 +2,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from merges import assert_merged_in_16bit
 from peft import AutoPeftModelForCausalLM
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -32,6 +33,36 @@ def test_merged_16bit_reloads_with_plain_transformers_and_generates_the_same_tex
     expected = generate(model, tokenizer, PROMPTS, max_completion_length=8)
     assert generate(merged, AutoTokenizer.from_pretrained(tmp_path), PROMPTS, max_completion_length=8) == expected
     assert any("lora_B" in name for name, _ in model.named_parameters()), "export must leave the model trainable"
+
+
+def test_a_16bit_merge_is_base_plus_delta_rounded_once_and_a_merge_into_4bit_weights_is_not(tiny_model_dir, tmp_path):
+    # A bf16 model with a LoRA delta as small as ten steps of training leave it (most of it below one bf16 step of the
+    # base weights), merged by PEFT through export(how="merged_16bit"). The GPU export test asserts the same.
+    import bitsandbytes.functional as bnb_functional
+    from peft import LoraConfig, get_peft_model
+
+    base = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.bfloat16)
+    base_q = base.model.layers[0].self_attn.q_proj.weight.detach().clone()
+    model = get_peft_model(base, LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"]))
+    torch.manual_seed(0)
+    q_proj = model.base_model.model.model.layers[0].self_attn.q_proj
+    with torch.no_grad():
+        q_proj.lora_B["default"].weight.normal_(std=1e-4)
+    delta = (q_proj.lora_B["default"].weight.float() @ q_proj.lora_A["default"].weight.float()) * q_proj.scaling["default"]
+    export(model, AutoTokenizer.from_pretrained(tiny_model_dir), tmp_path, how="merged_16bit")
+    merged_q = AutoModelForCausalLM.from_pretrained(tmp_path).model.layers[0].self_attn.q_proj.weight.detach()
+    assert merged_q.dtype == torch.bfloat16 and not torch.equal(merged_q, base_q)
+    assert_merged_in_16bit(merged_q, base_q, delta)
+    # what the GPU test asserted before: the merge's change against the delta, which bf16 rounding dominates here
+    cosine = torch.nn.functional.cosine_similarity((merged_q.float() - base_q.float()).flatten(), delta.flatten(), dim=0)
+    assert cosine < 0.99
+
+    # the same delta added to the base weights quantized to nf4 by bitsandbytes and dequantized (as a merge into a
+    # 4-bit layer does: peft/tuners/lora/bnb.py), rounded to bf16: rejected
+    packed, state = bnb_functional.quantize_4bit(base_q, blocksize=64, quant_type="nf4")
+    into_4bit = (bnb_functional.dequantize_4bit(packed, state).float() + delta).to(torch.bfloat16)
+    with pytest.raises(AssertionError, match=r"is not torch.bfloat16\(base \+ delta\): \d+ of 4096 elements"):
+        assert_merged_in_16bit(into_4bit, base_q, delta)
 
 
 def test_merged_export_casts_to_the_asked_dtype(trained_lora, tmp_path):

@@ -1,3 +1,6 @@
+import sys
+from pathlib import Path
+
 import pytest
 
 from grpo_lite.launch.cli import main
@@ -62,3 +65,25 @@ def test_cli_plan_prints_and_exits_1_when_it_does_not_fit(capsys):
     assert "fits" in capsys.readouterr().out
     assert main(["plan", "Qwen2.5-7B", "--gpu", "T4", "--no-4bit"]) == 1
     assert "load_in_4bit False -> True" in " ".join(capsys.readouterr().out.split())
+
+
+@pytest.mark.slow
+def test_the_gpu_path_estimate_covers_torchs_allocation_peak_of_a_plain_trl_step():
+    # Plain TRL in bf16 with a PEFT LoRA, gradient checkpointing and TRL's log-prob tiles, on the CPU under torch's
+    # profiler: its allocation count is what torch.cuda.max_memory_allocated keeps on a GPU (benchmarks/plan_vs_allocated.py).
+    # The planner must cover the peak above the weights, and not by much more than half again.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from plan_vs_allocated import measure_in_own_process, planned
+
+    from grpo_lite import load_builtin, prepare_dataset
+    from grpo_lite.data.prepare import prompt_lengths
+    from grpo_lite.machine.planner import ModelShape
+    from grpo_lite.model.tiny import build_tokenizer
+
+    shape = ModelShape(hidden=256, layers=2, heads=4, kv_heads=2, head_dim=64, intermediate=1024, vocab=2048, tied=True)
+    measured = measure_in_own_process(hidden=256, layers=2, heads=4, kv_heads=2, head_dim=64, intermediate=1024, vocab=2048,
+                                      tokens=32, steps=1)
+    prompt_tokens = max(prompt_lengths(prepare_dataset(load_builtin("arithmetic")[:64]), build_tokenizer(2048)))
+    parts = planned(shape, 2, prompt_tokens, 32)
+    above_weights = sum(parts.values()) - parts["weights"]
+    assert measured["peak_above_weights_gb"] <= above_weights <= 1.6 * measured["peak_above_weights_gb"], (measured, parts)

@@ -5,14 +5,17 @@ The peak of one GRPO step on one GPU is the sum of:
                through Unsloth, and become fp32 through transformers + bitsandbytes (PEFT's
                prepare_model_for_kbit_training upcasts every parameter that is not quantized)
   lora         LoRA weights, their gradients and two AdamW moments, all fp32 (16 bytes per parameter)
-  activations  with gradient checkpointing: each layer's input kept, plus one layer recomputed in full
+  activations  with gradient checkpointing: each layer's input kept, plus one layer recomputed in full and its
+               backward (the step's peak); through PEFT, each LoRA layer also keeps its input cast to the adapters'
+               fp32 and back to 16-bit (peft/tuners/lora/layer.py, ``_cast_input_dtype``, then autocast)
   kv_cache     generation's key/value cache for num_generations sequences (or the vLLM pool when set)
   logits       per-token log-probs: on a GPU, TRL 1.15 projects through the LM head in tiles of
                4096 tokens x 32768 vocabulary entries and never holds the full logits
                (trl/kernels/chunked_logprob.py); ``logits="full"`` counts the full fp32 logits instead,
                as grpo_lite's CPU stand-in for that kernel (grpo_lite.training.trl_compat) materialises them
   overhead     CUDA context and allocator slack
-Each is a first-order estimate: ``benchmarks/plan_vs_measured.py`` checks it against measured peaks.
+Each is a first-order estimate: ``benchmarks/plan_vs_measured.py`` checks it against measured peaks, and
+``benchmarks/plan_vs_allocated.py`` the GPU path against torch's allocation count (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -42,6 +45,12 @@ FOUR_BIT_BYTES = 0.5 * 1.07  # 4-bit weights plus blockwise quantization constan
 LOGPROB_TILE = (4096, 32768)  # TRL 1.15: TOKEN_CHUNK_SIZE (trl/kernels/chunked_logprob.py) x _CHUNKED_LOGPROB_CHUNK_SIZE
 PLANNED_BACKENDS = ("unsloth", "transformers")
 LOGITS = ("chunked", "full")
+# One layer recomputed under gradient checkpointing, at the peak of its backward, in activation-sized elements per
+# token: (per hidden unit, per MLP unit). Through PEFT (transformers' backend, and plain TRL) measured on a CPU with
+# torch's allocation count (benchmarks/plan_vs_allocated.py): 13 hidden-sized 16-bit tensors and 2 fp32 ones, 5
+# MLP-sized 16-bit tensors and the fp32 copy of down_proj's input. Unsloth's fused LoRA kernels keep fewer
+# (unsloth/kernels/fast_lora.py); its figure waits for a GPU measurement.
+RECOMPUTED_LAYER = {"transformers": (17, 7), "unsloth": (8, 3)}
 
 # Shapes of common models, since there is no hub access to read their configs.
 # (hidden, layers, attention heads, key/value heads, head dim, MLP width, vocab, tied embeddings)
@@ -177,7 +186,8 @@ def estimate(shape: ModelShape, run: RunShape, *, weight_bytes: float = 2.0, gpu
     tokens = sequences * length
     act_bytes = weight_bytes  # activations are in the compute dtype (16-bit for 4-bit weights too)
     kept_inputs = shape.layers * tokens * shape.hidden * act_bytes
-    one_layer = tokens * (8 * shape.hidden + 3 * shape.intermediate + 2 * shape.heads * length) * act_bytes
+    per_hidden, per_mlp = RECOMPUTED_LAYER[backend]
+    one_layer = tokens * (per_hidden * shape.hidden + per_mlp * shape.intermediate + 2 * shape.heads * length) * act_bytes
     kv_cache = 2 * shape.layers * shape.kv_heads * shape.head_dim * tokens * act_bytes
     if gpu_memory_utilization is not None and memory_gb is not None:
         kv_cache = max(kv_cache, gpu_memory_utilization * memory_gb * GB - weights)

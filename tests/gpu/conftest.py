@@ -4,11 +4,13 @@ Every test under tests/gpu is marked ``gpu`` and, where torch sees no CUDA GPU (
 with the reason shown. On a GPU machine, from the checkout's root (tests/gpu/run.sh does it with the offline kit):
 
     python -m pytest -m gpu -rs tests/gpu
+    OUT=/some/folder bash tests/gpu/run.sh all     # every part under its time limit, within 8 minutes
 
 The model is random, with Qwen2.5-0.5B's shape and vocabulary (no model hub is needed): speed, memory and
 every code path are the real model's; only the text is gibberish, which the reward below still tells apart.
 """
 
+import os
 from pathlib import Path
 
 import pytest
@@ -31,9 +33,12 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def model_dir(tmp_path_factory):
-    """A random-weight model with Qwen2.5-0.5B's shape and 151,936-token vocabulary, in bf16 as real checkpoints are."""
+    """A random-weight model with Qwen2.5-0.5B's shape and 151,936-token vocabulary, in bf16 as real checkpoints are;
+    the one in $GRPO_LITE_GPU_MODEL where that is set (tests/gpu/run.sh builds it once for all its parts)."""
     from grpo_lite import build_tiny_model
 
+    if os.environ.get("GRPO_LITE_GPU_MODEL"):
+        return Path(os.environ["GRPO_LITE_GPU_MODEL"])
     return build_tiny_model(tmp_path_factory.mktemp("models") / "qwen2.5-0.5b", like="qwen2.5-0.5b", dtype="bfloat16")
 
 

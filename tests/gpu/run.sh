@@ -1,30 +1,161 @@
 #!/usr/bin/env bash
-# The GPU tests and the GPU benchmark on an offline GPU machine, from the checkout's root, with the kit built by
-# `bash ../shared/gpu/build-kit.sh` sent along (.gpu-kit is git-ignored: name it when copying the checkout).
+# grpo-lite's GPU checks on an offline GPU machine, in one call: the GPU tests and the GPU benchmark, part by part in
+# priority order, each under its own time limit, within one budget (8 minutes by default). From the checkout's root,
+# with the kit built by `bash ../shared/gpu/build-kit.sh` sent along (.gpu-kit is git-ignored: name it when copying):
 #
-#   bash tests/gpu/run.sh tests      # python -m pytest -m gpu -rs tests/gpu (more pytest arguments may follow:
-#                                    # tests/gpu/test_gpu_train.py, -k t4, ... to split it over calls of 10 minutes)
-#   bash tests/gpu/run.sh compare    # benchmarks/gpu_compare.py on a Qwen2.5-1.5B-shaped model, into docs/benchmarks.md
+#   OUT=/path bash tests/gpu/run.sh all      # every part below, in order
+#   OUT=/path bash tests/gpu/run.sh compare  # one part (or several: load fp16 ...)
+#   bash tests/gpu/run.sh plan               # the plan alone
+#   GPU_DRY_RUN=1 bash tests/gpu/run.sh all  # on a CPU with this checkout's Python, no kit: the tests skip without
+#                                            # CUDA, the benchmark runs its CPU rows; every step of the script runs
 #
-# Output goes to $OUT (or ./gpu-out): the pytest log and junit XML, the benchmark's JSON and docs/benchmarks.md.
-set -euo pipefail
-what="${1:-tests}"
-shift || true
-if [[ "$what" != tests && "$what" != compare ]]; then
-  echo "usage: bash tests/gpu/run.sh tests [pytest arguments] | compare" >&2
+# What a reader needs lands in $OUT (default ./gpu-out), seven files: timeline.txt (each part: limit, planned and
+# measured seconds, result), versions.txt, gpu-tests.log (pytest's output with --durations), gpu-tests.xml (JUnit, all
+# parts), gpu_compare.json, gpu_compare.md (its tables) and gpu_compare.log (each row's own output).
+# GPU_RUN_BUDGET_S changes the budget; a part starts with whatever is left of it, up to its own limit.
+set -uo pipefail
+
+dry_run="${GPU_DRY_RUN:-}"
+out="${OUT:-gpu-out}"
+budget="${GPU_RUN_BUDGET_S:-$([[ -n "$dry_run" ]] && echo 1200 || echo 480)}"
+py="${GPU_PYTHON:-python3}"
+min_part_s=20  # a part is not started with less time than this left
+
+# The plan on a GPU, in priority order. Seconds come from the first GPU run (H200, shared/gpu/first-run-2026-11-26.md):
+# a 0.5B model built in 6.5 s; Unsloth's 4-bit load 6.8 s, bitsandbytes' 0.7 s; ten steps of 8 x 128 tokens 100.4 s
+# with Unsloth's first compile (steps themselves 5.3-6.4 s, so the compile and set-up about 42 s); preview 10.0 s,
+# evaluate 4.2 s, export 22.2 s, resume by 2 steps 25.8 s; the T4 test reached its first generation at 67 s.
+# The run now trains 6 steps of 64 tokens (tests/gpu/on_gpu.py SHORT_RUN: about 3.5 s a step), and each pytest part
+# pays about 15 s of start-up (pytest, Unsloth's import).
+#   part          limit planned  where the planned seconds come from
+PLAN="
+setup           60    15   unpack the kit, versions, build the 0.5B model once for every part (6.5 s)
+load            60    25   start-up 15 + Unsloth 4-bit load 6.8 + bitsandbytes 0.7
+unsloth_run    240   136   start-up 15 + compile 42 + 6 steps x 3.5 + preview 10.0 + evaluate 4.2 + export 22.2 + resume 21
+fp16           150    75   start-up 15 + load 6.8 + fp16 compile 42 + 3 steps x 3.5
+out_of_memory  150   100   not measured yet: start-up, load, an oversized batch until CUDA runs out, 2 steps that fit
+compare        300   129   in this order while time is left: plain TRL 25, Unsloth 45, dynamic cache 15, Unsloth generate 25, paged 20
+families        90     0   only with time left over (tests/gpu/test_gpu_families.py, where it exists)
+"
+COMPARE_ARGS=(--shape qwen2.5-0.5b --steps 2 --completion-tokens 64)
+
+mkdir -p "$out"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+start=$(date +%s)
+timeline="$out/timeline.txt"
+
+print_plan() {
+  printf '%-14s %7s %9s  %s\n' part "limit s" "planned s" "planned from (on a GPU)"
+  local total=0
+  while read -r part limit planned why; do
+    [[ -z "$part" ]] && continue
+    printf '%-14s %7s %9s  %s\n' "$part" "$limit" "$planned" "$why"
+    total=$((total + planned))
+  done <<<"$PLAN"
+  printf '%-14s %7s %9s  %s\n' total "$budget" "$total" "(the budget: GPU_RUN_BUDGET_S)"
+}
+
+run_part() {  # run_part PART LIMIT: the part's commands, under `timeout`
+  local part=$1 limit=$2
+  case "$part" in
+    setup)
+      if [[ -z "$dry_run" ]]; then
+        mkdir -p /tmp/site && tar xzf .gpu-kit/site.tar.gz -C /tmp/site || return
+      fi
+      timeout -k 10 "$limit" "$py" benchmarks/gpu_compare.py --versions | tee "$out/versions.txt" &&
+        timeout -k 10 "$limit" "$py" -c "import sys; sys.modules['unsloth'] = None  # building a model needs none of it
+from grpo_lite.model.tiny import build_tiny_model
+build_tiny_model(sys.argv[1], **({} if sys.argv[2] else {'like': 'qwen2.5-0.5b', 'dtype': 'bfloat16'}))" "$work/model" "$dry_run"
+      ;;
+    load | unsloth_run | fp16 | out_of_memory | families)
+      local file
+      case "$part" in
+        load) file=tests/gpu/test_gpu_load.py ;;
+        unsloth_run) file=tests/gpu/test_gpu_train.py ;;
+        fp16) file=tests/gpu/test_gpu_t4_fp16.py ;;
+        out_of_memory) file=tests/gpu/test_gpu_out_of_memory.py ;;
+        families) file=tests/gpu/test_gpu_families.py ;;
+      esac
+      if [[ ! -f $file ]]; then
+        echo "no $file"
+        return 3
+      fi
+      # SIGINT, so that pytest stops as on Ctrl-C and still writes its JUnit XML and durations
+      timeout -s INT -k 20 "$limit" "$py" -m pytest -m gpu -rA -s -p no:cacheprovider -o addopts="" --durations=0 \
+        --junitxml="$work/$part.xml" "$file" 2>&1 | tee -a "$out/gpu-tests.log"
+      ;;
+    compare)
+      local compare=("${COMPARE_ARGS[@]}")
+      [[ -n "$dry_run" ]] && compare=(--dry-run)
+      timeout -k 20 "$limit" "$py" benchmarks/gpu_compare.py "${compare[@]}" --model-dir "$work/model" \
+        --budget-s $((limit - 15)) --json "$out/gpu_compare.json" --table "$out/gpu_compare.md" 2>"$out/gpu_compare.log"
+      ;;
+  esac
+}
+
+if [[ $# -eq 0 || ( $1 != all && $1 != plan && ! " $(awk 'NF {print $1}' <<<"$PLAN" | tr '\n' ' ') " =~ " $1 " ) ]]; then
+  echo "usage: bash tests/gpu/run.sh all | plan | PART... (parts: $(awk 'NF {print $1}' <<<"$PLAN" | tr '\n' ' '))" >&2
   exit 2
 fi
-out="${OUT:-gpu-out}"
-mkdir -p "$out" /tmp/site
-tar xzf .gpu-kit/site.tar.gz -C /tmp/site
-export PYTHONPATH="/tmp/site:$PWD" HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
-python3 -c "import unsloth, trl, bitsandbytes, datasets, peft, transformers, torch; print('device', torch.cuda.get_device_name() if torch.cuda.is_available() else 'no GPU', 'torch', torch.__version__, 'cuda', torch.version.cuda, 'unsloth', unsloth.__version__, 'trl', trl.__version__, 'transformers', transformers.__version__, 'peft', peft.__version__, 'bitsandbytes', bitsandbytes.__version__, 'datasets', datasets.__version__)" | tail -1 | tee "$out/versions.txt"
-case "$what" in
-  tests)
-    python3 -m pytest -m gpu -rs -p no:cacheprovider -o addopts="" --junitxml="$out/gpu-tests.xml" -s "${@:-tests/gpu}" 2>&1 | tee "$out/gpu-tests.log"
-    ;;
-  compare)
-    python3 benchmarks/gpu_compare.py --shape qwen2.5-1.5b --steps 4 --completion-tokens 256 --write-docs --json "$out/gpu_compare.json" 2>&1 | tee "$out/gpu_compare.log"
-    cp docs/benchmarks.md "$out/"
-    ;;
-esac
+if [[ $1 == plan ]]; then
+  print_plan
+  exit 0
+fi
+parts=("$@")
+[[ $1 == all ]] && mapfile -t parts < <(awk 'NF {print $1}' <<<"$PLAN")
+[[ " ${parts[*]} " == *" setup "* ]] || parts=(setup "${parts[@]}")  # every part needs the kit and the model
+
+if [[ -n "$dry_run" ]]; then
+  export PYTHONPATH="$PWD" GRPO_LITE_GPU_MODEL="$work/model"
+  echo "dry run on this machine's CPU with $("$py" -c 'import sys; print(sys.executable)'): tiny model, no kit"
+else
+  export PYTHONPATH="/tmp/site:$PWD" GRPO_LITE_GPU_MODEL="$work/model"
+fi
+export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+echo "plan: $budget s in all"
+print_plan
+: >"$out/gpu-tests.log"
+{ echo "what each part took (this run: ${dry_run:+dry run on a CPU, }budget $budget s)"
+  printf '%-14s %7s %9s %10s  %s\n' part "limit s" "planned s" "measured s" result; } >"$timeline"
+
+status=0
+for part in "${parts[@]}"; do
+  read -r _ limit planned _ < <(awk -v p="$part" '$1 == p' <<<"$PLAN")
+  left=$((budget - ($(date +%s) - start)))
+  if ((left < min_part_s)); then
+    printf '%-14s %7s %9s %10s  %s\n' "$part" "$limit" "$planned" - "not run: ${left} s of the budget left" | tee -a "$timeline"
+    continue
+  fi
+  ((limit > left)) && limit=$left
+  echo "== $part (limit $limit s, planned $planned s on a GPU)"
+  part_start=$(date +%s.%N)
+  run_part "$part" "$limit"
+  rc=$?
+  took=$(awk -v a="$part_start" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}')
+  case $rc in
+    0) result=ok ;;
+    3) result="not run: its test file does not exist" ;;
+    124 | 137) result="timed out at $limit s" ;;
+    *) result="failed (exit $rc)" ;;
+  esac
+  [[ $rc == 0 || $rc == 3 ]] || status=1
+  printf '%-14s %7s %9s %10s  %s\n' "$part" "$limit" "$planned" "$took" "$result" | tee -a "$timeline"
+done
+
+# One JUnit file for all the parts
+"$py" - "$out/gpu-tests.xml" "$work"/*.xml <<'EOF'
+import sys
+import xml.etree.ElementTree as ET
+merged = ET.Element("testsuites")
+for path in sys.argv[2:]:
+    try:
+        root = ET.parse(path).getroot()
+    except (OSError, ET.ParseError):
+        continue
+    merged.extend(root.findall("testsuite") if root.tag == "testsuites" else [root])
+ET.ElementTree(merged).write(sys.argv[1], encoding="unicode", xml_declaration=True)
+EOF
+echo "total $(($(date +%s) - start)) s of $budget; results in $out: $(ls "$out" | tr '\n' ' ')" >>"$timeline"
+cat "$timeline"
+exit $status

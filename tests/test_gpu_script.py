@@ -1,0 +1,90 @@
+"""tests/gpu/run.sh, the one command a GPU machine runs: its plan fits one call, and its dry run (GPU_DRY_RUN=1: this
+machine's CPU and Python, no kit) runs every part end to end and leaves what a reader needs in $OUT."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "tests" / "gpu" / "run.sh"
+PARTS = ["setup", "load", "unsloth_run", "fp16", "out_of_memory", "compare", "families"]  # in priority order
+OUTPUTS = {"timeline.txt", "versions.txt", "gpu-tests.log", "gpu-tests.xml", "gpu_compare.json", "gpu_compare.md", "gpu_compare.log"}
+CALL_S, PLAN_S = 600, 480  # the GPU machine runs one command for at most 10 minutes; the plan keeps 2 of them spare
+
+
+def run_script(*args: str, timeout: int = 60, **env: str) -> subprocess.CompletedProcess:
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])  # python3 is this checkout's
+    return subprocess.run(["bash", str(SCRIPT), *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "PATH": path, **env})
+
+
+def plan_rows(text: str) -> dict[str, tuple[int, int]]:
+    """{part: (limit s, planned s)} from the plan the script prints."""
+    return {m[1]: (int(m[2]), int(m[3])) for m in re.finditer(r"^(\w+) +(\d+) +(\d+)  ", text, re.MULTILINE)}
+
+
+def test_the_plan_runs_the_parts_in_priority_order_within_eight_minutes():
+    done = run_script("plan")
+    assert done.returncode == 0, done.stderr
+    rows = plan_rows(done.stdout)
+    total_limit, total_planned = rows.pop("total")
+    assert list(rows) == PARTS
+    assert sum(planned for _, planned in rows.values()) == total_planned <= total_limit == PLAN_S < CALL_S
+    assert all(planned <= limit for limit, planned in rows.values())
+    assert {"test_gpu_load.py", "test_gpu_train.py", "test_gpu_t4_fp16.py", "test_gpu_out_of_memory.py"} <= {
+        p.name for p in (ROOT / "tests" / "gpu").glob("test_gpu_*.py")}
+    refused = run_script("tests")
+    assert refused.returncode == 2 and "usage: bash tests/gpu/run.sh all | plan | PART..." in refused.stderr
+
+
+@pytest.mark.slow
+def test_the_dry_run_runs_every_part_and_leaves_what_a_reader_needs(tmp_path):
+    out = tmp_path / "out"
+    done = run_script("all", timeout=1500, GPU_DRY_RUN="1", OUT=str(out))
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    # the planned time of each part on a GPU, before it runs
+    planned = plan_rows(done.stdout.split("== setup")[0])
+    assert list(planned) == [*PARTS, "total"]
+    assert {p.name for p in out.iterdir()} == OUTPUTS and len(OUTPUTS) <= 8
+    # each part ran (or says why not), with its measured seconds beside its limit and planned seconds
+    timeline = (out / "timeline.txt").read_text()
+    measured = {m[1]: (m[4], m[5]) for m in re.finditer(r"^(\w+) +(\d+) +(\d+) +([\d.]+|-)  (.+)$", timeline, re.MULTILINE)}
+    assert list(measured) == PARTS
+    families = (ROOT / "tests" / "gpu" / "test_gpu_families.py").exists()
+    for part, (seconds, result) in measured.items():
+        assert result == ("ok" if part != "families" or families else "not run: its test file does not exist"), (part, result)
+        assert seconds == "-" or float(seconds) <= planned[part][0] + 30  # measured, within the part's limit
+    # pytest's log with the durations and one JUnit file holding every GPU test, each skipped here for want of CUDA
+    log = (out / "gpu-tests.log").read_text()
+    assert log.count("slowest durations") == 4 + families
+    cases = ET.parse(out / "gpu-tests.xml").getroot().iter("testcase")
+    files = {case.get("classname").rsplit(".", 1)[-1] for case in cases}
+    assert {"test_gpu_load", "test_gpu_train", "test_gpu_t4_fp16", "test_gpu_out_of_memory"} <= files
+    # the comparison's rows as JSON and as tables; the device and versions
+    rows = json.loads((out / "gpu_compare.json").read_text())
+    assert rows and all(r["status"] == "ok" for r in rows), rows
+    assert "| trl_16bit | " in (out / "gpu_compare.md").read_text() and "[trl_16bit] " in (out / "gpu_compare.log").read_text()
+    versions = (out / "versions.txt").read_text()
+    assert "device: no CUDA GPU (CPU)" in versions and "trl: " in versions and "unsloth: " in versions
+    # what `python benchmarks/gpu_compare.py --publish $OUT` puts in docs/benchmarks.md
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from gpu_compare import HEADING, section
+
+    text = section(rows, versions.splitlines(), "`bash tests/gpu/run.sh all`", timeline)
+    assert text.startswith(f"{HEADING}\n\n`bash tests/gpu/run.sh all` on no CUDA GPU (CPU), ")
+    assert "| trl_16bit | " in text and "| gen_dynamic | " in text and "unsloth_run " in text
+
+
+@pytest.mark.slow
+def test_parts_that_no_longer_fit_the_budget_are_not_started(tmp_path):
+    done = run_script("load", "compare", timeout=600, GPU_DRY_RUN="1", OUT=str(tmp_path), GPU_RUN_BUDGET_S="25")
+    timeline = (tmp_path / "timeline.txt").read_text()
+    assert re.search(r"^setup .* ok$", timeline, re.MULTILINE), timeline
+    assert re.search(r"^compare +300 +129 +- +not run: -?\d+ s of the budget left$", timeline, re.MULTILINE), timeline
+    assert done.returncode == 0
