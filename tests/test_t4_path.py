@@ -37,7 +37,7 @@ def t4(monkeypatch):
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device=None: _Props())
 
 
-def test_a_t4_gets_fp16_weights_the_t4_preset_8bit_adamw_and_no_vllm(t4, monkeypatch):
+def test_a_t4_gets_fp16_weights_the_t4_preset_8bit_adamw_and_no_vllm_from_the_latest_stack(t4, monkeypatch):
     """What a T4 decides, each from its compute capability (7.5). tests/gpu/test_gpu_t4_fp16.py then trains with the
     dtype and preset asked for by name on whatever card it has: a capability cannot be faked there for Triton."""
     import importlib.util
@@ -55,9 +55,13 @@ def test_a_t4_gets_fp16_weights_the_t4_preset_8bit_adamw_and_no_vllm(t4, monkeyp
     assert auto_preset() == "t4-16gb"
     options = resolve_options(auto_preset())
     assert (options["fp16"], options["bf16"], options["optim"]) == (True, False, "adamw_8bit")
-    # no vLLM, even where one that TRL accepts is installed
+    # no vLLM from the latest stack, even one its TRL accepts: a T4 runs vLLM 0.11.x only, with the T4 notebook stack
+    # (grpo_lite/machine/engine.py; tests/test_engine.py has the T4 stack's vLLM on)
+    from grpo_lite.machine import engine
+
     monkeypatch.setattr(models, "installed", lambda module: module in ("unsloth", "bitsandbytes"))
-    monkeypatch.setattr(device, "vllm_version", lambda: "0.30.0")
+    monkeypatch.setattr(engine, "installed_stack", lambda: engine.Stack(
+        vllm="0.30.0", trl="1.15.0", transformers="5.17.0", trl_accepts_vllm="<=0.31.0,>=0.21.0", unsloth=True))
     backend = models.choose_backend("auto")
     assert backend.name == "unsloth" and not backend.fast_inference
 

@@ -1,12 +1,12 @@
 """The model families users load (tests/families.py) through Unsloth's loader on a CUDA GPU: each loads 4-bit with LoRA
 on its own linear layers, keeps or folds the system prompt, trains two steps asking TRL what grpo-lite renders, and
 generates. Unsloth's loader differs by family: Llama, Mistral, Qwen3 and Gemma 2 load through its own model classes,
-Phi-3 and Gemma 3 through FastModel (unsloth/models/loader.py, the dispatch on model_type), and Gemma 3 on a card
-without bf16 trains in float32 (loader.py FORCE_FLOAT32: "gemma3"; the trainer keeps it, unsloth/models/rl.py)."""
+Phi-3 and Gemma 3 through FastModel (unsloth/models/loader.py, the dispatch on model_type), and Gemma 3 asked for in
+fp16, as a T4 loads it, trains in float32 (loader.py FORCE_FLOAT32: "gemma3"; the trainer keeps it, unsloth/models/rl.py)."""
 
 import pytest
 from families import FAMILIES
-from on_gpu import T4_PRELUDE, characters_reward, run_in_fresh_interpreter
+from on_gpu import characters_reward, run_in_fresh_interpreter
 
 from grpo_lite import generate, load_model, prepare_dataset, train
 from grpo_lite.data.prepare import REASONING_SYSTEM_PROMPT
@@ -44,13 +44,14 @@ def test_each_family_loads_trains_and_generates_through_unsloth(family, family_d
     assert len(texts) == 1 and isinstance(texts[0], str)
 
 
-GEMMA3_ON_A_T4 = """
+GEMMA3_IN_FP16 = """
 import math
+import torch
 from on_gpu import characters_reward
 from grpo_lite import load_model, prepare_dataset, train
-model, tokenizer = load_model(model_dir, backend="unsloth", lora_rank=8)
+model, tokenizer = load_model(model_dir, backend="unsloth", lora_rank=8, dtype=torch.float16)
 dataset = prepare_dataset([{"question": f"What is {i} + {i}?", "answer": str(2 * i)} for i in range(4)], tokenizer=tokenizer)
-run = train(model, tokenizer, dataset, [characters_reward], output_dir="run", max_steps=2, num_generations=4,
+run = train(model, tokenizer, dataset, [characters_reward], preset="t4-16gb", output_dir="run", max_steps=2, num_generations=4,
             per_device_train_batch_size=4, max_completion_length=16, save_steps=100, dashboard=False)
 result({"steps": run.trainer.state.global_step, "fp16": run.trainer.args.fp16, "bf16": run.trainer.args.bf16,
         "forced_float32": bool(getattr(model, "_unsloth_forced_float32", False)),
@@ -58,9 +59,12 @@ result({"steps": run.trainer.state.global_step, "fp16": run.trainer.args.fp16, "
 """
 
 
-def test_gemma3_trains_in_float32_on_a_t4_as_unsloth_keeps_it(family_dirs, tmp_path):
-    """A T4 has no bf16: Unsloth loads Gemma 3 for float32 training (fp16 overflows its activations), and the t4-16gb
-    preset's fp16 gives way to it (unsloth/models/rl.py: force_float32 turns fp16 and bf16 off)."""
-    done = run_in_fresh_interpreter(GEMMA3_ON_A_T4, family_dirs["gemma-3"], tmp_path, prelude=T4_PRELUDE)
+def test_gemma3_asked_for_in_fp16_trains_in_float32_as_unsloth_keeps_it(family_dirs, tmp_path):
+    """A T4 has no bf16 and loads in fp16: Unsloth then loads Gemma 3 for float32 training (fp16 overflows its
+    activations; loader.py forces it for dtype=float16 on any card), and the t4-16gb preset's fp16 gives way to it
+    (unsloth/models/rl.py: force_float32 turns fp16 and bf16 off). Which card loads fp16 is decided on a CPU
+    (tests/test_t4_path.py); a T4's capability cannot be shown to one process on a newer card (tests/gpu/test_gpu_t4_fp16.py).
+    A fresh interpreter: Unsloth's loader says float32 through the process's environment (UNSLOTH_FORCE_FLOAT32)."""
+    done = run_in_fresh_interpreter(GEMMA3_IN_FP16, family_dirs["gemma-3"], tmp_path)
     assert done["steps"] == 2 and done["forced_float32"] and done["finite"]
     assert not done["bf16"] and not done["fp16"]
