@@ -17,6 +17,7 @@ from rewards.extract import gold_text
 
 from ..errors import UserError
 from ..log import logger
+from ..machine import stack
 
 REASONING_SYSTEM_PROMPT = (
     "Respond in the following format:\n"
@@ -247,10 +248,7 @@ def prepare_dataset(
 
 def prompt_lengths(dataset, tokenizer) -> list[int]:
     """Token count of each row's prompt after the chat template, generation prompt included."""
-    return [
-        len(tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"])
-        for messages in dataset["prompt"]
-    ]
+    return [len(stack.chat_template_ids(tokenizer, messages, add_generation_prompt=True)) for messages in dataset["prompt"]]
 
 
 def describe_lengths(lengths: list[int]) -> str:

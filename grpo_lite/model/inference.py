@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 
+from ..machine import stack
+
 
 def _prompt_texts(tokenizer, prompts_or_messages: Sequence[Any]) -> list[str]:
     """Chat message lists go through the chat template, ready for the assistant's turn; strings stay as they are."""
@@ -120,7 +122,7 @@ def _generate_batches(model, tokenizer, texts, completions, bar, *, batch_size, 
         batch = batch.to(model.device)
         with torch.no_grad():
             output = model.generate(
-                **batch,
+                **stack.generate_inputs(batch),
                 max_new_tokens=max_completion_length,  # transformers' name for it
                 do_sample=do_sample,
                 num_return_sequences=num_return_sequences,

@@ -31,7 +31,8 @@ import yaml
 from rewards.registry import did_you_mean
 
 from ..errors import UserError
-from .porting import REMOVED_FIELDS, is_number, is_whole, port_overrides
+from ..machine import stack
+from .porting import REMOVED_FIELDS, is_number, is_whole, port_overrides, still_a_field
 from .presets import TRAINING_PRESETS, TRL_PRESET, preset_name, preset_options, preset_values
 
 REWARD_TIMEOUT = 600.0  # seconds per reward call: far more than scoring a batch takes, short of losing a night
@@ -422,8 +423,10 @@ def _field_problems(overrides: dict[str, Any]) -> list[str]:
     fields, kinds = grpo_config_fields(), grpo_config_kinds()
     problems = []
     for key, value in overrides.items():
-        if key in REMOVED_FIELDS:
+        if key in REMOVED_FIELDS and not still_a_field(key):
             problems.append(f"{key}: {REMOVED_FIELDS[key]}")
+        elif key not in fields and key in stack.CHANGED_FIELDS:
+            problems.append(f"{key!r} is not a GRPOConfig option here: {stack.missing_field_reason(key)}")
         elif key not in fields:
             problems.append(f"{key!r} is not a GRPOConfig option{did_you_mean(key, fields)}")
         elif value is not None and key in kinds and not _of_kind(value, kinds[key]):

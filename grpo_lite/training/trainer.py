@@ -127,6 +127,8 @@ def _check_sequence_length(model, tokenizer, dataset, config) -> None:
     texts = [tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True) if isinstance(p, list) else p
              for p in dataset["prompt"]]
     longest = max((len(tokenizer(text, add_special_tokens=False)["input_ids"]) for text in texts), default=0)
+    if getattr(config, "max_prompt_length", None):  # a TRL that still has it cuts longer prompts to it
+        longest = min(longest, config.max_prompt_length)
     if longest + config.max_completion_length > limit:
         raise ConfigError(
             f"the longest prompt ({longest} tokens) plus max_completion_length={config.max_completion_length} exceeds the "
