@@ -98,24 +98,23 @@ def test_trls_names_for_rewards_async_rewards_and_data_parallel_are_where_the_ta
     assert hasattr(trl.rewards, "accuracy_reward") == stack.newer("trl_math_rewards")
     assert hasattr(trl.trainer.utils, "get_callable_name") == stack.newer("reward_callable_name")
     assert hasattr(trl.trainer.utils, "is_async_callable") == stack.newer("async_reward_objects")
+    assert hasattr(GRPOTrainer, "_generate_single_turn") == stack.newer("generation_helpers")
     source = inspect.getsource(GRPOTrainer.__init__)
     assert ("does not support `nn.DataParallel`" in source) == stack.newer("data_parallel_refused")
-
-    def exact_match_reward(completions, **kwargs):
-        return [1.0 for _ in completions]
-
-    assert stack.trl_reward_name(exact_match_reward) == "exact_match_reward"
 
 
 @pytest.mark.parametrize("preset", ["cpu-smoke", "t4-16gb", "l4-24gb", "a100-80gb"])
 def test_presets_set_only_fields_the_installed_grpoconfig_has_and_name_the_rest(preset):
     from grpo_lite.run.presets import preset_values, unavailable_values
+    from grpo_lite.run.settings import resolve_options
 
     fields = _trl_config_fields()
     assert set(preset_values(preset)) <= fields
     assert set(unavailable_values(preset)) == {"vllm_importance_sampling_correction"} - fields
     warmup = "warmup_steps" if stack.newer("warmup_steps_ratio") else "warmup_ratio"
     assert preset_values(preset)[warmup] == 0.1
+    options = resolve_options("cpu-smoke", warmup_steps=0)  # the user's warmup replaces the preset's, in either field
+    assert options["warmup_steps"] == 0 and "warmup_ratio" not in options
 
 
 def test_a_field_the_installed_release_still_has_keeps_its_meaning_and_a_removed_one_is_carried_over():

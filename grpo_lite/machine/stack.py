@@ -93,6 +93,9 @@ DIFFERENCES: dict[str, Difference] = {
     "from_pretrained_dtype_auto": Difference(
         "transformers", "5.0.0", "from_pretrained without dtype loads in torch's default float32 (transformers/modeling_utils.py)",
         "from_pretrained without dtype loads in the checkpoint's dtype, dtype='auto' (transformers/modeling_utils.py)"),
+    "generation_helpers": Difference(
+        "trl", "0.24.0", "_generate_and_score_completions calls the model's generate itself (trl/trainer/grpo_trainer.py)",
+        "it generates through GRPOTrainer._generate and _generate_single_turn (trl/trainer/grpo_trainer.py)"),
     "trl_math_rewards": Difference(
         "trl", "0.24.0", "trl.rewards holds think_format_reward and get_soft_overlong_punishment (trl/rewards/__init__.py)",
         "trl.rewards adds accuracy_reward, reasoning_accuracy_reward, get_repetition_penalty_reward, ... "
@@ -184,12 +187,3 @@ def generate_inputs(encoding) -> dict[str, Any]:
     """What a causal LM's ``generate`` takes from a tokenizer's output: input_ids and attention_mask, as TRL's
     GRPOTrainer hands them (``token_type_ids_dropped``: transformers 4 tokenizers may add token_type_ids)."""
     return {"input_ids": encoding["input_ids"], "attention_mask": encoding["attention_mask"]}
-
-
-def trl_reward_name(func) -> str:
-    """The name the installed TRL logs a reward function under (``rewards/<name>/mean``): ``reward_callable_name``."""
-    if newer("reward_callable_name"):
-        from trl.trainer.utils import get_callable_name
-
-        return get_callable_name(func)
-    return func.__name__

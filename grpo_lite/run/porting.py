@@ -268,7 +268,7 @@ def option_sources(preset: str, ported: Ported, chosen: dict[str, Any] | None = 
     ``preset`` (its values and grpo-lite's BASE), else ``trl`` (TRL's default)."""
     name = preset_name(preset)
     sources = dict.fromkeys(trl_defaults(), "trl")
-    sources.update(dict.fromkeys(preset_values(name), "preset"))
+    sources.update(dict.fromkeys(preset_values(name, ported.overrides), "preset"))
     sources.update(dict.fromkeys(machine_values(name), "preset"))  # TRL's values, pinned against Unsloth's class
     sources.update(dict.fromkeys([*cpu_values(name), *(chosen or {})], "machine"))
     sources.update(dict.fromkeys(ported.overrides, "user"))

@@ -120,11 +120,18 @@ def _written_values(name: str) -> dict[str, Any]:
     return values
 
 
-def preset_values(name: str) -> dict[str, Any]:
+# One setting in two fields: the user's warmup, in either, replaces the preset's (on transformers 4 a preset's
+# warmup_ratio would otherwise still apply beside a user's warmup_steps=0).
+WARMUP_FIELDS = ("warmup_steps", "warmup_ratio")
+
+
+def preset_values(name: str, asked: Any = ()) -> dict[str, Any]:
     """The GRPOConfig values a preset (a name in TRAINING_PRESETS, not ``auto``) sets on the installed TRL and
-    transformers: BASE and its own entry, or nothing at all for ``trl``."""
+    transformers: BASE and its own entry, or nothing at all for ``trl``; its warmup left out where ``asked`` (the
+    fields the user set) holds one."""
+    dropped = WARMUP_FIELDS if set(WARMUP_FIELDS) & set(asked) else ()
     return {key: value for key, value in _written_values(name).items()
-            if key not in stack.CHANGED_FIELDS or stack.has_config_field(key)}
+            if (key not in stack.CHANGED_FIELDS or stack.has_config_field(key)) and key not in dropped}
 
 
 def unavailable_values(name: str) -> dict[str, Any]:
@@ -200,4 +207,4 @@ def cpu_values(preset: str) -> dict[str, Any]:
 def preset_options(preset: str, overrides: dict[str, Any]) -> dict[str, Any]:
     """The GRPOConfig values a run with ``preset`` trains with: the preset's, what this machine needs, then ``overrides``."""
     name = preset_name(preset)
-    return {**preset_values(name), **machine_values(name), **overrides}
+    return {**preset_values(name, overrides), **machine_values(name), **overrides}
