@@ -93,7 +93,7 @@ def test_from_pretrained_keeps_the_checkpoints_dtype_only_from_transformers_5(tm
 def test_trls_names_for_rewards_async_rewards_and_data_parallel_are_where_the_table_says():
     import trl.rewards
     import trl.trainer.utils
-    from trl import GRPOTrainer
+    from trl import GRPOConfig, GRPOTrainer
 
     assert hasattr(trl.rewards, "accuracy_reward") == stack.newer("trl_math_rewards")
     assert hasattr(trl.trainer.utils, "get_callable_name") == stack.newer("reward_callable_name")
@@ -101,6 +101,8 @@ def test_trls_names_for_rewards_async_rewards_and_data_parallel_are_where_the_ta
     assert hasattr(GRPOTrainer, "_generate_single_turn") == stack.newer("generation_helpers")
     source = inspect.getsource(GRPOTrainer.__init__)
     assert ("does not support `nn.DataParallel`" in source) == stack.newer("data_parallel_refused")
+    assert ("model.enable_input_require_grads()" in source) == stack.newer("peft_input_grads")
+    assert (GRPOConfig.__dataclass_fields__["vllm_mode"].default == "colocate") == stack.newer("vllm_mode_colocate")
 
 
 @pytest.mark.parametrize("preset", ["cpu-smoke", "t4-16gb", "l4-24gb", "a100-80gb"])

@@ -93,6 +93,15 @@ DIFFERENCES: dict[str, Difference] = {
     "from_pretrained_dtype_auto": Difference(
         "transformers", "5.0.0", "from_pretrained without dtype loads in torch's default float32 (transformers/modeling_utils.py)",
         "from_pretrained without dtype loads in the checkpoint's dtype, dtype='auto' (transformers/modeling_utils.py)"),
+    "vllm_mode_colocate": Difference(
+        "trl", "1.0.0", "GRPOConfig.vllm_mode defaults to 'server'; Unsloth's generated GRPOConfig to 'colocate' "
+        "(trl/trainer/grpo_config.py, unsloth/models/rl.py)", "it defaults to 'colocate' (trl/trainer/grpo_config.py)"),
+    "peft_input_grads": Difference(
+        "trl", "0.27.0",
+        "a LoRA model's inputs require grad only for reentrant checkpointing, though TRL enables it reentrant whatever "
+        "gradient_checkpointing_kwargs says: use_reentrant=False trains nothing (trl/models/utils.py, "
+        "enable_gradient_checkpointing)",
+        "GRPOTrainer makes a LoRA model's inputs require grad whenever it checkpoints (trl/trainer/grpo_trainer.py)"),
     "generation_helpers": Difference(
         "trl", "0.24.0", "_generate_and_score_completions calls the model's generate itself (trl/trainer/grpo_trainer.py)",
         "it generates through GRPOTrainer._generate and _generate_single_turn (trl/trainer/grpo_trainer.py)"),

@@ -146,10 +146,11 @@ def _dashboard(dashboard: Any, output_dir: Path) -> list[TrainerCallback]:
 
 
 def _grpo_trainer(model, tokenizer, dataset, rewards, config, callbacks):
-    from .trl_compat import enable_cpu_logprobs, prepare_for_unsloth_trainer
+    from .trl_compat import enable_cpu_logprobs, enable_input_grads_for_checkpointing, prepare_for_unsloth_trainer
 
     enable_cpu_logprobs()
     prepare_for_unsloth_trainer(model, config)
+    enable_input_grads_for_checkpointing(model, config)
     from trl import GRPOTrainer
 
     if "ref" in getattr(model, "peft_config", {}):
