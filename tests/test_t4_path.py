@@ -156,20 +156,21 @@ def test_a_model_with_a_vllm_engine_trains_with_colocated_vllm():
     assert vllm_options(object()) == {}
 
 
-def test_the_vllm_extra_is_the_range_trl_accepts():
+def test_the_vllm_extra_holds_the_range_trl_accepts_and_the_t4_stacks_vllm():
     import importlib.util
 
     from packaging.requirements import Requirement
 
     source = Path(importlib.util.find_spec("trl.import_utils").origin).read_text()
-    low, high = re.search(r'Version\("([\d.]+)"\) <= _vllm_base_version <= Version\("([\d.]+)"\)', source).groups()
+    found = re.search(r'Version\("([\d.]+)"\) <= _vllm_base_version <= Version\("([\d.]+)"\)', source)
+    low, high = found.groups() if found else device.TRL_VLLM_RANGE  # TRL before 1.x checks no vLLM version
     assert (low, high) == device.TRL_VLLM_RANGE
     import tomllib
 
     extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["vllm"]
     specifier = Requirement(extra[0]).specifier
-    assert specifier.contains(low) and specifier.contains(high)
-    assert not specifier.contains("0.20.2") and not specifier.contains("0.32.0") and not specifier.contains("0.33.0")
+    assert specifier.contains(low) and specifier.contains(high) and specifier.contains("0.11.2")  # requirements/t4.txt's
+    assert not specifier.contains("0.32.0") and not specifier.contains("0.33.0")
 
 
 STUB = """
