@@ -136,3 +136,13 @@ def test_a_field_the_installed_release_still_has_keeps_its_meaning_and_a_removed
                           overrides={"vllm_device": "cuda:1", "max_prompt_length": -3}).problems()
     assert any("vllm_device: TRL removed it" in line for line in refused)
     assert any("max_prompt_length=-3: give the longest prompt in tokens" in line for line in refused)
+
+
+def test_docs_stacks_names_every_difference_with_its_release():
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "stacks.md").read_text()
+    rows = [line for line in page.splitlines() if line.startswith("| `")]
+    for name, difference in stack.DIFFERENCES.items():
+        release = f"{'TRL' if difference.package == 'trl' else 'transformers'} {difference.since}"
+        assert any(f"`{name}`" in row.split(" | ")[0] and f"| {release} |" in row for row in rows), name
