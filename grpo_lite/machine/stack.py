@@ -36,6 +36,12 @@ class Difference:
     field: str | None = None
 
 
+def _removed(package: str, since: str, older: str, newer: str = "removed") -> Difference:
+    """A config field the newer end removed; both ends' text read in the file that declares the config's fields."""
+    source = "trl/trainer/grpo_config.py" if package == "trl" else "transformers/training_args.py"
+    return Difference(package, since, f"{older} ({source})", f"{newer} ({source})", field="removed")
+
+
 DIFFERENCES: dict[str, Difference] = {
     # GRPOConfig fields grpo-lite sets, carries over or refuses
     "vllm_importance_sampling_correction": Difference(
@@ -49,24 +55,14 @@ DIFFERENCES: dict[str, Difference] = {
         "trl", "0.28.0",
         "GRPOConfig.max_prompt_length: the trainer cuts longer prompts on the left (trl/trainer/grpo_trainer.py)",
         "removed: grpo-lite drops longer prompts before training (trl/trainer/grpo_config.py)", field="removed"),
-    "use_liger_loss": Difference(
-        "trl", "0.28.0", "GRPOConfig.use_liger_loss, from 0.25 an old name of use_liger_kernel (trl/trainer/grpo_config.py)",
-        "removed (trl/trainer/grpo_config.py)", field="removed"),
-    "vllm_guided_decoding_regex": Difference(
-        "trl", "0.28.0", "GRPOConfig.vllm_guided_decoding_regex (trl/trainer/grpo_config.py)",
-        "removed for vllm_structured_outputs_regex (trl/trainer/grpo_config.py)", field="removed"),
-    "wandb_log_unique_prompts": Difference(
-        "trl", "0.27.0", "GRPOConfig.wandb_log_unique_prompts (trl/trainer/grpo_config.py)",
-        "removed for log_unique_prompts (trl/trainer/grpo_config.py)", field="removed"),
-    "warmup_ratio": Difference(
-        "transformers", "5.15.0",
-        "TrainingArguments.warmup_ratio; from 5.0 an old name of warmup_steps (transformers/training_args.py)",
-        "removed (transformers/training_args.py)", field="removed"),
-    "logging_dir": Difference(
-        "transformers", "5.15.0", "TrainingArguments.logging_dir (transformers/training_args.py)",
-        "removed: TENSORBOARD_LOGGING_DIR names the folder (transformers/training_args.py)", field="removed"),
-    **{name: Difference("transformers", "5.0.0", f"TrainingArguments.{name} (transformers/training_args.py)",
-                        "removed (transformers/training_args.py)", field="removed")
+    "use_liger_loss": _removed("trl", "0.28.0", "GRPOConfig.use_liger_loss, from 0.25 an old name of use_liger_kernel"),
+    "vllm_guided_decoding_regex": _removed("trl", "0.28.0", "GRPOConfig.vllm_guided_decoding_regex",
+                                           "removed for vllm_structured_outputs_regex"),
+    "wandb_log_unique_prompts": _removed("trl", "0.27.0", "GRPOConfig.wandb_log_unique_prompts", "removed for log_unique_prompts"),
+    "warmup_ratio": _removed("transformers", "5.15.0", "TrainingArguments.warmup_ratio; from 5.0 an old name of warmup_steps"),
+    "logging_dir": _removed("transformers", "5.15.0", "TrainingArguments.logging_dir",
+                            "removed: TENSORBOARD_LOGGING_DIR names the folder"),
+    **{name: _removed("transformers", "5.0.0", f"TrainingArguments.{name}")
        for name in ("overwrite_output_dir", "use_mps_device", "no_cuda", "per_gpu_train_batch_size", "per_gpu_eval_batch_size",
                     "push_to_hub_token", "include_inputs_for_metrics", "half_precision_backend", "fp16_backend")},
     # behaviours
