@@ -34,7 +34,7 @@ def is_async_reward(func: Callable) -> bool:
     return inspect.iscoroutinefunction(func) or (callable(func) and inspect.iscoroutinefunction(func.__call__))
 
 
-def _run(coroutine) -> Any:
+def run_coroutine(coroutine) -> Any:
     """A coroutine's result: on a new event loop, in a thread of its own when this one already runs a loop
     (a notebook's kernel does)."""
     try:
@@ -49,7 +49,7 @@ def call_reward(func: Callable, *, prompts: list, completions: list, completion_
     """``func``'s return value, called with TRL's keywords (``kwargs``: the dataset's other columns, one value
     per completion, and ``trainer_state``, ``log_extra``, ``log_metric``); ``async`` functions are awaited."""
     result = func(prompts=prompts, completions=completions, completion_ids=completion_ids, **kwargs)
-    return _run(result) if is_async_reward(func) else result
+    return run_coroutine(result) if is_async_reward(func) else result
 
 
 def as_trl_completion(prompt: Any, text: str) -> Any:

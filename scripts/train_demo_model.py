@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 
 from grpo_lite.data.arithmetic import arithmetic_problems, heldout_arithmetic_problems
-from grpo_lite.model.tiny import build_tiny_model
+from grpo_lite.model.tiny import build_tiny_model, save_tokenizer
 from rewards.extract import extract_hash_answer
 
 ASSET_DIR = Path(__file__).resolve().parents[1] / "grpo_lite" / "assets" / "demo-model"
@@ -134,7 +134,7 @@ def main() -> None:
 
     args.out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(args.out)
-    tokenizer.save_pretrained(args.out)
+    save_tokenizer(tokenizer, args.out)  # read alike by transformers 4.56 and 5
     recipe = {key: (str(value) if isinstance(value, Path) else value) for key, value in vars(args).items() if key != "out"}
     (args.out / "training_args.json").write_text(json.dumps(recipe, indent=2) + "\n")
     print(f"saved the demo model to {args.out}")

@@ -61,10 +61,10 @@ def test_combined_code_reward_and_async_variant():
     assert code_generation_reward(completions=[SQUARE, "```python\ndef f(:\n```"], test_cases=[ASSERTS[:2]] * 2) == [2.7, 0.5]
     import asyncio
 
-    from trl.trainer.utils import is_async_callable
+    from rewards.calling import is_async_reward  # TRL's is_async_callable where TRL has it (tests/test_reward_compat.py)
 
     concurrent = AsyncCodeExecutionReward()
-    assert is_async_callable(concurrent) and concurrent.__name__ == "code_execution_reward"
+    assert is_async_reward(concurrent) and concurrent.__name__ == "code_execution_reward"
     assert asyncio.run(concurrent(completions=[SQUARE, ECHO_SUM], test_cases=[ASSERTS[:2], IO])) == [2.0, 2.0]
 
 

@@ -2,6 +2,7 @@ import json
 
 import pytest
 from datasets import Dataset
+from stacks import newer_only
 
 from grpo_lite import REASONING_SYSTEM_PROMPT, load_builtin, prepare_dataset
 from grpo_lite.data.prepare import DatasetError
@@ -38,6 +39,7 @@ def test_the_gsm8k_full_text_never_overwrites_a_users_own_solution_column():
         assert (ds[0]["answer"], ds[0]["solution"]) == ("42", "$42$")
 
 
+@newer_only("trl_math_rewards")
 def test_trls_accuracy_reward_trains_on_the_users_solution_column(tiny_model, tmp_path):
     # trl.rewards.accuracy_reward(completions, solution, **kwargs) parses the gold with math-verify (installed here,
     # CPU only). With the solution column renamed to answer, each call raised TypeError (missing 'solution'), which

@@ -230,14 +230,14 @@ class OutOfMemoryInGeneration(FaultAt):
 
     def attach(self, trainer):
         self.trainer = trainer
-        generate = trainer.model.generate
+        model_generate = trainer.model.generate
 
-        def generate_until_out_of_memory(*args, **kwargs):
+        def generate(*args, **kwargs):  # named as the model's own: TRL before 0.24 has no generation frame of its own
             if self.now():
                 raise torch.cuda.OutOfMemoryError("CUDA out of memory.")
-            return generate(*args, **kwargs)
+            return model_generate(*args, **kwargs)
 
-        trainer.model.generate = generate_until_out_of_memory
+        trainer.model.generate = generate
 
 
 class OutOfMemoryInBackward(FaultAt):

@@ -1,4 +1,5 @@
-"""Getting grpo-lite onto a notebook runtime: one address everywhere, and each notebook's install cell run for real.
+"""Getting grpo-lite onto a notebook runtime: one address everywhere, each notebook's install cell run for real on a
+runtime without a GPU, and on a T4 and an L4 (an nvidia-smi that answers as one) the pip lines it runs.
 
 The slow tests build the wheel once and a fresh venv without grpo_lite, holding what Colab preinstalls that
 matters here (torch, ipykernel, ipywidgets, matplotlib); each install cell then runs in a real kernel there.
@@ -7,6 +8,8 @@ matters here (torch, ipykernel, ipywidgets, matplotlib); each install cell then 
 import json
 import os
 import re
+import shlex
+import shutil
 import subprocess
 import sys
 from datetime import datetime
@@ -74,34 +77,82 @@ def _install_cell(path: Path) -> str:
     return next(c.source for c in _cells(path) if c.cell_type == "code" and "%pip install" in c.source)
 
 
-@pytest.mark.slow
-def test_the_install_line_keeps_the_runtimes_torch(fresh_runtime, tmp_path):
-    """On a GPU runtime the cell installs the Unsloth extra; pip, asked for it plainly, would replace torch
-    2.13 (Unsloth's torchvision and xformers have no torch upper bound that holds 2.13); the cell's line keeps it.
+def test_every_notebook_has_the_same_install_cell():  # so the branches tested on notebook 01 are every notebook's
+    assert len({_install_cell(path) for path in NOTEBOOKS}) == 1
 
-    No GPU here: an ``nvidia-smi`` on PATH that lists one makes the cell take its GPU branch; pip runs for real
-    with --dry-run (PIP_DRY_RUN) and writes what it would install (PIP_REPORT).
-    """
-    where, python = fresh_runtime
+
+def _fake_nvidia_smi(tmp_path: Path, card: str) -> dict:
+    """The environment with an ``nvidia-smi`` on PATH that answers as a runtime with ``card`` does (no GPU here)."""
     bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "nvidia-smi").write_text("#!/bin/sh\necho 'GPU 0: Tesla T4 (UUID: GPU-0)'\n")
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "nvidia-smi").write_text(f"#!/bin/sh\necho '| 0  {card}  Off | 00000000:00:04.0 Off |'\n")
     (bin_dir / "nvidia-smi").chmod(0o755)
-    env = {**_outside_the_repository(), "PATH": f"{bin_dir}:{os.environ['PATH']}", "PIP_DRY_RUN": "1"}
+    return {**_outside_the_repository(), "PATH": f"{bin_dir}:{os.environ['PATH']}"}
 
-    def would_install(code: str, report: Path) -> set[str]:
-        script = (f"from IPython.core.interactiveshell import InteractiveShell\nshell = InteractiveShell.instance()\n"
-                  f"shell.user_ns.update(GRPO_LITE_FROM={str(where / 'dist')!r}, INSTALL_VLLM=False, SMOKE=False)\n"
-                  f"result = shell.run_cell({code!r})\nresult.raise_error()")
-        done = _run(python, "-c", script, env={**env, "PIP_REPORT": str(report)})
-        assert report.exists(), f"pip ran no install: {done.stdout[-3000:]} {done.stderr[-3000:]}"
-        return {item["metadata"]["name"].lower() for item in json.loads(report.read_text())["install"]}
 
+RECORDING_PIP = """
+import json
+from IPython.core.interactiveshell import InteractiveShell
+shell = InteractiveShell.instance()
+pip, calls = shell.find_line_magic("pip"), []
+def recording_pip(line):
+    calls.append(line)
+    if "--no-deps" in line:  # grpo-lite alone, for real: the cell reads its stack from the installed package
+        pip(line)
+shell.register_magic_function(recording_pip, magic_kind="line", magic_name="pip")
+shell.user_ns.update(GRPO_LITE_FROM={where!r}, SMOKE=False)
+shell.run_cell({code!r}).raise_error()
+print("pip lines:", json.dumps(calls))
+"""
+
+
+def _cell_on_a_gpu(fresh_runtime, tmp_path, card: str) -> tuple[list[str], Path]:
+    """The pip lines the first notebook's install cell runs on a runtime with ``card``: grpo-lite's own install for real,
+    the rest recorded (vLLM cannot be installed here). Returns them and the stack file the cell chose."""
+    where, python = fresh_runtime
+    script = RECORDING_PIP.format(where=str(where / "dist"), code=_install_cell(NOTEBOOKS[0]))
+    done = _run(python, "-c", script, env=_fake_nvidia_smi(tmp_path, card))
+    calls = json.loads(done.stdout.rsplit("pip lines:", 1)[1])
+    site = _run(python, "-c", "import grpo_lite, pathlib; print(pathlib.Path(grpo_lite.__file__).parent)").stdout.strip()
+    return calls, Path(site) / "assets" / "stacks"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("card, stack", [("Tesla T4", "t4.txt"), ("NVIDIA L4", "vllm.txt")])
+def test_the_install_cell_takes_unsloths_branch_for_the_card(fresh_runtime, tmp_path, card, stack):
+    """Unsloth's Colab GRPO notebook ("Colab Extra Install", unslothai/notebooks nb/Qwen2.5_(3B)-GRPO.ipynb @ bdda2efc)
+    installs vllm==0.11.2 where nvidia-smi's answer holds "Tesla T4" and vllm==0.15.1 on any other GPU; the cell installs
+    the T4 stack there and the vLLM stack elsewhere, each with Unsloth and vLLM, and the stack is the repository's."""
+    where, python = fresh_runtime
     wheel = next((where / "dist").glob("*.whl")).resolve().as_uri()
-    plain = would_install(f'%pip install -q "grpo-lite[unsloth] @ {wheel}"', tmp_path / "plain.json")
-    assert "torch" in plain, "pip would have kept torch anyway: this test no longer shows what the pins are for"
-    cell = would_install(_install_cell(NOTEBOOKS[0]), tmp_path / "cell.json")
-    assert "unsloth" in cell and "grpo-lite" in cell
+    try:
+        calls, stacks = _cell_on_a_gpu(fresh_runtime, tmp_path, card)
+    finally:
+        subprocess.run([python, "-m", "pip", "uninstall", "-q", "-y", "grpo-lite"], capture_output=True, cwd=where)
+    assert calls == [f'install -q --no-deps "grpo-lite @ {wheel}"',
+                     f'install -q -c {stacks / stack} "grpo-lite[unsloth,vllm] @ {wheel}" jupyter-ui-poll']
+
+
+@pytest.mark.slow
+def test_on_an_l4_the_vllm_stack_keeps_the_runtimes_torch(fresh_runtime, tmp_path):
+    """The runtime's torch (2.13.0 here) is the vLLM stack's, so the cell's line keeps it, where pip, asked plainly for
+    the Unsloth extra, would replace it (Unsloth's torchvision and xformers hold no torch bound that keeps 2.13). pip runs
+    the cell's line for real with --dry-run and writes what it would install (a T4's stack needs torch 2.9.0 instead)."""
+    where, python = fresh_runtime
+    wheel = next((where / "dist").glob("*.whl")).resolve().as_uri()
+
+    def would_install(line: str, report: Path) -> dict[str, str]:
+        _run(python, "-m", "pip", *shlex.split(line), "--dry-run", "--report", report, cwd=where)
+        return {item["metadata"]["name"].lower(): item["metadata"]["version"] for item in json.loads(report.read_text())["install"]}
+
+    plain = would_install(f'install -q "grpo-lite[unsloth] @ {wheel}"', tmp_path / "plain.json")
+    assert "torch" in plain, "pip would have kept torch anyway: this test no longer shows what the stack is for"
+    try:
+        calls, _ = _cell_on_a_gpu(fresh_runtime, tmp_path, "NVIDIA L4")
+        cell = would_install(calls[1], tmp_path / "cell.json")
+    finally:
+        subprocess.run([python, "-m", "pip", "uninstall", "-q", "-y", "grpo-lite"], capture_output=True, cwd=where)
+    assert cell["vllm"] == "0.31.0" and "unsloth" in cell  # grpo-lite itself is in already (the cell's first line)
     assert "torch" not in cell, f"the install cell would replace the runtime's torch: {sorted(cell)}"
 
 
@@ -117,6 +168,7 @@ def test_each_install_cell_installs_from_the_wheel_and_notebook_01_then_runs(fre
     monkeypatch.setenv("GRPO_LITE_SMOKE", "1")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("MPLBACKEND", "Agg")
+    assert shutil.which("nvidia-smi") is None, "the no-GPU branch is the one installed for real: no nvidia-smi on PATH"
     for path in NOTEBOOKS:
         subprocess.run([python, "-m", "pip", "uninstall", "-q", "-y", "grpo-lite"], capture_output=True, cwd=where)
         notebook = nbformat.read(path, as_version=4)

@@ -1,4 +1,5 @@
-"""The install files agree: environment.yml with pyproject, the lock with pyproject's ranges."""
+"""The install files agree: environment.yml with pyproject, each stack under requirements/ with pyproject's ranges,
+and each stack resolves on its own from the package index."""
 
 import re
 from pathlib import Path
@@ -34,18 +35,46 @@ def test_environment_yml_lists_exactly_the_core_unsloth_and_notebook_dependencie
     assert any(s.startswith("-e") and "unsloth" in s for s in pip_section), "installs the package with the unsloth extra"
 
 
-def test_lock_pins_satisfy_pyproject_ranges_and_cover_every_dependency():
+# Each stack (docs/stacks.md): its file, the torch it is installed over, the extras it pins (the lock: the dev extra; the
+# others resolve with it, test_every_extra_resolves_with_the_lock).
+STACKS = {"lock.txt": ("torch==2.13.0", "dev"), "t4.txt": ("torch==2.9.0", "dev,notebook,unsloth,vllm"),
+          "vllm.txt": ("torch==2.13.0", "dev,notebook,unsloth,vllm")}
+
+
+def _pins(stack: str) -> dict[str, str]:
     pins = {}
-    for line in (ROOT / "requirements" / "lock.txt").read_text().splitlines():
+    for line in (ROOT / "requirements" / stack).read_text().splitlines():
         match = re.match(r"^([A-Za-z0-9_.\-]+)==([^\s;]+)", line)
         if match:
             pins[canonicalize_name(match.group(1))] = match.group(2)
+    return pins
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_each_stack_pins_satisfy_pyproject_ranges_and_cover_every_dependency(stack):
+    pins = _pins(stack)
     project = _pyproject()
-    for spec in project["dependencies"] + project["optional-dependencies"]["dev"]:
+    extras = STACKS[stack][1].split(",")
+    for spec in project["dependencies"] + [s for extra in extras for s in project["optional-dependencies"][extra]]:
         requirement = Requirement(spec)
         name = canonicalize_name(requirement.name)
-        assert name in pins, f"{name} is not pinned in requirements/lock.txt"
+        assert name in pins, f"{name} is not pinned in requirements/{stack}"
         assert requirement.specifier.contains(pins[name], prereleases=True), f"{name}=={pins[name]} outside {requirement.specifier}"
+    assert f"torch=={pins['torch']}" == STACKS[stack][0]
+
+
+def test_the_stacks_are_the_ends_of_the_range_and_the_vllm_releases_they_name():
+    from grpo_lite.machine import stack
+
+    lock, t4, vllm = _pins("lock.txt"), _pins("t4.txt"), _pins("vllm.txt")
+    for package, (low, high) in stack.SUPPORTED.items():
+        assert (t4[package], lock[package], vllm[package]) == (low, high, high), package
+    assert (t4["torch"], t4["vllm"], vllm["vllm"]) == ("2.9.0", "0.11.2", "0.31.0")
+    assert vllm["torch"] == lock["torch"] == "2.13.0"
+    # vLLM 0.11.2 is the last release for compute capability 7.5; 0.31.0 the newest TRL 1.15 supports (trl/import_utils.py)
+    specifier = Requirement(_pyproject()["optional-dependencies"]["vllm"][0]).specifier
+    assert specifier.contains("0.11.2") and specifier.contains("0.31.0")
+    assert not specifier.contains("0.11.1") and not specifier.contains("0.32.0")
 
 
 def test_lock_is_the_unsloth_compatible_stack():
@@ -63,18 +92,31 @@ def test_ruff_finds_nothing():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("extra", [
-    "dev", "notebook", "unsloth",
-    pytest.param("vllm", marks=pytest.mark.xfail(strict=True, reason=(
-        "TRL 1.15's vLLM releases (0.21-0.31) pin lark 1.2.2 (the lock: 1.3.1) and, with that, a torch older than the lock's 2.13.0: "
-        "vLLM needs a lock of its own"))),
-])
+@pytest.mark.parametrize("extra", ["dev", "notebook", "unsloth"])
 def test_every_extra_resolves_with_the_lock(extra, tmp_path):
     # Only the package index is asked: --dry-run resolves the extra against the lock's pins without installing it.
+    done = _resolve(tmp_path, "lock.txt", "torch==2.13.0", extra)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stack", ["t4.txt", "vllm.txt"])
+def test_each_vllm_stack_resolves_on_its_own_and_its_file_is_the_whole_resolution(stack, tmp_path):
+    torch, extras = STACKS[stack]
+    done = _resolve(tmp_path, stack, torch, extras, "--report", str(tmp_path / "report.json"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    import json
+
+    resolved = {canonicalize_name(item["metadata"]["name"]): item["metadata"]["version"].split("+")[0]
+                for item in json.loads((tmp_path / "report.json").read_text())["install"]}
+    resolved.pop("grpo-lite")
+    assert resolved == _pins(stack)
+
+
+def _resolve(tmp_path, stack: str, torch: str, extras: str, *options: str):
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--quiet", "--ignore-installed",
-                           "-c", str(ROOT / "requirements" / "lock.txt"), f"{ROOT}[{extra}]"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stderr[-3000:]
+    return subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--quiet", "--ignore-installed", *options,
+                           "-c", str(ROOT / "requirements" / stack), torch, f"{ROOT}[{extras}]"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=1500)

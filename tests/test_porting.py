@@ -7,11 +7,13 @@ import dataclasses
 import pytest
 import yaml
 from ports.checks import changes_table
+from stacks import removed_here
 
 from grpo_lite import prepare_dataset, train
 from grpo_lite.data.prepare import DatasetError
-from grpo_lite.run.porting import port_overrides
-from grpo_lite.run.presets import TRAINING_PRESETS, preset_values, trl_defaults
+from grpo_lite.machine import stack
+from grpo_lite.run.porting import port_overrides, still_a_field
+from grpo_lite.run.presets import TRAINING_PRESETS, preset_values, trl_defaults, unavailable_values
 from grpo_lite.run.settings import ConfigError, RunSettings, resolve_options
 
 # templates/basic_grpo_training.py's GRPOConfig(...) arguments, literally, but for the machine and the test's size:
@@ -20,7 +22,10 @@ SEED_TEMPLATE = dict(learning_rate=5e-6, adam_beta1=0.9, adam_beta2=0.99, weight
                      lr_scheduler_type="cosine", logging_steps=1, per_device_train_batch_size=1, gradient_accumulation_steps=4,
                      num_generations=4, max_prompt_length=256, max_completion_length=8, num_train_epochs=1, save_steps=100,
                      max_grad_norm=0.1, log_on_each_node=False, overwrite_output_dir=True)
-TRANSLATED = {"warmup_ratio": ("warmup_steps", 0.1), "max_prompt_length": None, "overwrite_output_dir": None}
+# Carried over where the installed TRL and transformers removed them; a release that still has one takes it as written
+# (the T4 notebook stack has all three: TRL 0.22 cuts long prompts itself).
+TRANSLATED = {key: value for key, value in {"warmup_ratio": ("warmup_steps", 0.1), "max_prompt_length": None,
+                                            "overwrite_output_dir": None}.items() if not still_a_field(key)}
 
 
 def length_reward(completions, **kwargs):
@@ -33,15 +38,20 @@ def _dataset(tokenizer, long_rows=1):
     return prepare_dataset(rows, tokenizer=tokenizer)
 
 
-def _differs_from_trl(config, output_dir):
+def _differs_from_trl(config, output_dir, preset="cpu-smoke"):
     """Fields where the config trained with differs from TRL's GRPOConfig built with nothing but output_dir and what a
     CPU needs (so derived fields such as logging_dir compare equal), leaving out the generation batch, which TRL derives
-    from the per-device batch and gradient_accumulation_steps."""
+    from the per-device batch and gradient_accumulation_steps; and what the table also says: a preset value the installed
+    GRPOConfig has no field for, and report_to where TRL's default is None (transformers 4: every installed
+    integration, which resolves to none here, as "none" does)."""
     from trl import GRPOConfig
 
     plain = GRPOConfig(output_dir=str(output_dir), use_cpu=True, bf16=False)
-    return {f.name for f in dataclasses.fields(GRPOConfig) if f.init and getattr(config, f.name) != getattr(plain, f.name)} - {
-        "generation_batch_size", "steps_per_generation"}
+    differs = {f.name for f in dataclasses.fields(GRPOConfig) if f.init and getattr(config, f.name) != getattr(plain, f.name)}
+    if trl_defaults()["report_to"] is None and preset != "trl":
+        differs.add("report_to")
+    # transformers 4 stamps logging_dir's default with the time it was made
+    return differs - {"generation_batch_size", "steps_per_generation", "logging_dir"} | set(unavailable_values(preset))
 
 
 @pytest.mark.parametrize("preset", ["cpu-smoke", "trl"])
@@ -52,21 +62,23 @@ def test_the_seed_template_trains_on_the_first_try(tiny_model, tmp_path, capsys,
                    dashboard=False, max_steps=2, **SEED_TEMPLATE)
     err = capsys.readouterr().err
     assert [m["step"] for m in result.metrics if "loss" in m][-1] == 2
-    assert len(result.trainer.train_dataset) == 4  # the 400-number prompt is over max_prompt_length=256
+    # the 400-number prompt is over max_prompt_length=256: dropped, or kept for a TRL that still cuts it itself
+    assert len(result.trainer.train_dataset) == (4 if "max_prompt_length" in TRANSLATED else 5)
 
     said = [line for line in err.splitlines() if line.startswith("grpo-lite: ")]
-    for old in TRANSLATED:  # each said once, naming its new form
-        assert len([line for line in said if line.startswith(f"grpo-lite: {old}=")]) == 1, old
-    assert "grpo-lite: warmup_ratio=0.1 -> warmup_steps=0.1 (warmup_steps: 0.1 in a run YAML)" in err
-    assert "max_prompt_length=256 -> prompts over 256 tokens are dropped before training (prepare_dataset(" in err
-    assert "overwrite_output_dir=True: dropped: transformers 5 removed it" in err
+    for old in SEED_TEMPLATE:  # each carried over said once, naming its new form; one the installed release has, never
+        assert len([line for line in said if line.startswith((f"grpo-lite: {old}=", f"grpo-lite: {old} -> "))]) == (old in TRANSLATED), old
+    assert ("grpo-lite: warmup_ratio=0.1 -> warmup_steps=0.1 (warmup_steps: 0.1 in a run YAML)" in err) == ("warmup_ratio" in TRANSLATED)
+    assert ("max_prompt_length=256 -> prompts over 256 tokens are dropped before training (prepare_dataset(" in err) == (
+        "max_prompt_length" in TRANSLATED)
+    assert ("overwrite_output_dir=True: dropped: transformers 5 removed it" in err) == ("overwrite_output_dir" in TRANSLATED)
     assert "per_device_train_batch_size=1 ->" not in err  # 1 x 4 accumulation steps holds a group of 4
     assert "did you mean" not in err
 
     record = yaml.safe_load((tmp_path / "run.yaml").read_text())
     assert record["overrides"] == {"max_steps": 2, **SEED_TEMPLATE}  # as the user wrote them
-    assert record["chosen"]["translated"] == {"warmup_ratio": {"warmup_steps": 0.1}, "max_prompt_length": {"max_prompt_tokens": 256},
-                                              "overwrite_output_dir": None}
+    translated = {"warmup_ratio": {"warmup_steps": 0.1}, "max_prompt_length": {"max_prompt_tokens": 256}, "overwrite_output_dir": None}
+    assert record["chosen"].get("translated", {}) == {key: value for key, value in translated.items() if key in TRANSLATED}
     config = record["grpo_config"]
     for key, value in {"max_steps": 2, **SEED_TEMPLATE}.items():
         if key in TRANSLATED:
@@ -75,12 +87,13 @@ def test_the_seed_template_trains_on_the_first_try(tiny_model, tmp_path, capsys,
         else:
             assert config[key] == value, key
     sources = record["chosen"]["sources"]
-    assert {key for key, source in sources.items() if source == "user"} == {*SEED_TEMPLATE, "max_steps", "warmup_steps"} - set(TRANSLATED)
+    carried = {new for key, new in TRANSLATED.items() if new}
+    assert {key for key, source in sources.items() if source == "user"} == {*SEED_TEMPLATE, "max_steps", *(n for n, _ in carried)} - set(TRANSLATED)
 
     table = changes_table(err)  # exactly the fields the user did not set whose value differs from TRL's default
     user = {key for key, source in sources.items() if source == "user"}
-    assert set(table) == _differs_from_trl(result.trainer.args, tmp_path) - user | {"use_cpu", "bf16"}
-    assert set(table) <= {key for key, source in sources.items() if source in ("preset", "machine")}
+    assert set(table) == _differs_from_trl(result.trainer.args, tmp_path, preset) - user | {"use_cpu", "bf16"}
+    assert set(table) <= {key for key, source in sources.items() if source in ("preset", "machine")} | set(unavailable_values(preset))
     if preset == "trl":  # TRL's defaults but for what a CPU needs
         assert set(table) == {"use_cpu", "bf16"} and table["bf16"][:2] == ["None", "False"]
         assert "no GPU here" in table["bf16"][2]
@@ -99,7 +112,9 @@ def test_the_changes_table_lists_exactly_what_differs_from_trl(tiny_model, tmp_p
     expected = _differs_from_trl(result.trainer.args, tmp_path) - {"max_steps"} | {"use_cpu", "bf16"}
     assert set(table) == expected
     defaults = trl_defaults()
-    assert all(table[key][0] == str(defaults[key]) for key in table)
+    assert all(table[key][0] == str(defaults[key]) for key in table if key in defaults)
+    for key in unavailable_values("cpu-smoke"):  # a preset value the installed TRL has no field for: said, not set
+        assert table[key][:2] == ["(no such field)", "not set"] and "cannot apply" in table[key][2], table[key]
     assert yaml.safe_load((tmp_path / "run.yaml").read_text())["chosen"]["sources"] == {
         **dict.fromkeys(preset_values("cpu-smoke"), "preset"), "max_steps": "user"}
 
@@ -140,6 +155,7 @@ def test_a_batch_that_cannot_be_fixed_is_still_refused():
         resolve_options("cpu-smoke", per_device_train_batch_size=3, steps_per_generation=1, num_generations=4)
 
 
+@removed_here("warmup_ratio", "logging_dir", "max_prompt_length")
 def test_what_cannot_be_translated_is_refused_at_once_with_its_fix():
     settings = RunSettings(model="tiny", rewards=["numeric_correctness_reward"], preset="cpu-smoke",
                            overrides={"warmup_ratio": 0.1, "warmup_steps": 5, "logging_dir": "tb", "max_prompt_length": -3,
@@ -159,10 +175,12 @@ def test_what_cannot_be_translated_is_refused_at_once_with_its_fix():
 
 
 @pytest.mark.parametrize("old, value, new", [
-    ("evaluation_strategy", "steps", {"eval_strategy": "steps"}), ("no_cuda", True, {"use_cpu": True}),
-    ("per_gpu_train_batch_size", 4, {"per_device_train_batch_size": 4}), ("max_new_tokens", 64, {"max_completion_length": 64}),
-    ("include_inputs_for_metrics", True, {"include_for_metrics": ["inputs"]}), ("push_to_hub_token", "t", {"hub_token": "t"}),
-    ("use_mps_device", True, None), ("overwrite_output_dir", True, None), ("max_prompt_length", None, None),
+    pytest.param(old, value, new, marks=removed_here(old) if old in stack.CHANGED_FIELDS else ()) for old, value, new in [
+        ("evaluation_strategy", "steps", {"eval_strategy": "steps"}), ("no_cuda", True, {"use_cpu": True}),
+        ("per_gpu_train_batch_size", 4, {"per_device_train_batch_size": 4}), ("max_new_tokens", 64, {"max_completion_length": 64}),
+        ("include_inputs_for_metrics", True, {"include_for_metrics": ["inputs"]}), ("push_to_hub_token", "t", {"hub_token": "t"}),
+        ("use_mps_device", True, None), ("overwrite_output_dir", True, None), ("max_prompt_length", None, None),
+    ]
 ])
 def test_renamed_fields_are_carried_over(old, value, new):
     ported = port_overrides("cpu-smoke", {old: value})
@@ -171,6 +189,7 @@ def test_renamed_fields_are_carried_over(old, value, new):
     resolve_options("cpu-smoke", **{old: value})  # and GRPOConfig takes the result
 
 
+@removed_here("max_prompt_length")
 def test_a_dataset_whose_every_prompt_is_too_long_is_refused(tiny_model, tmp_path):
     model, tokenizer = tiny_model
     with pytest.raises(DatasetError, match="the dataset has no rows"):
@@ -189,6 +208,7 @@ def test_the_trl_preset_is_trls_defaults():
     assert {k: options[k] for k in for_this_machine} == for_this_machine
 
 
+@removed_here("warmup_ratio", "max_prompt_length", "overwrite_output_dir", "no_cuda")
 def test_a_run_yaml_and_set_flags_carry_the_old_fields_over():
     """A notebook's GRPOConfig keywords pasted into a run YAML's overrides, or given as --set, pass the validator."""
     document = yaml.safe_load("model: tiny\nrewards: [numeric_correctness_reward]\npreset: cpu-smoke\noverrides:\n"

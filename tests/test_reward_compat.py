@@ -8,13 +8,14 @@ import compat_rewards as ext
 import pytest
 import trl.rewards
 from datasets import Dataset
-from trl.trainer.utils import get_callable_name, is_async_callable
+from stacks import newer_only
 
 from grpo_lite import preview, read_metrics, train
+from grpo_lite.monitor.samples import prompts_as_given
 from grpo_lite.run.callbacks import RunCallback
 from rewards import check_rewards
-from rewards.calling import call_reward, is_async_reward
-from rewards.combine import distinct, distinct_names
+from rewards.calling import as_trl_completion, call_reward, is_async_reward
+from rewards.combine import distinct, distinct_names, reward_name
 
 SYSTEM = {"role": "system", "content": "Answer in <reasoning> and <answer> tags."}
 
@@ -22,10 +23,10 @@ CHAT_REWARDS = [
     # TRL's docs
     ext.token_count_reward, ext.think_answer_format_reward, ext.math_task_reward, ext.coding_task_reward,
     ext.async_nonempty_reward, ext.curriculum_reward,
-    # trl.rewards, as installed
-    trl.rewards.accuracy_reward, trl.rewards.think_format_reward,
+    # trl.rewards, as installed (TRL before 0.24 has only the format and overlong rewards: grpo_lite/machine/stack.py)
+    *[getattr(trl.rewards, name) for name in ("accuracy_reward", "think_format_reward") if hasattr(trl.rewards, name)],
     trl.rewards.get_soft_overlong_punishment(max_completion_len=8, soft_punish_cache=4),
-    trl.rewards.get_repetition_penalty_reward(ngram_size=2, max_penalty=-1.0),
+    *([trl.rewards.get_repetition_penalty_reward(ngram_size=2, max_penalty=-1.0)] if hasattr(trl.rewards, "get_repetition_penalty_reward") else []),
     # open-r1
     ext.accuracy_reward, ext.len_reward, ext.get_cosine_scaled_reward(), ext.format_reward, ext.tag_count_reward,
     ext.reasoning_steps_reward,
@@ -86,9 +87,13 @@ def same(scores, expected):
     return [None if s is None else round(float(s), 6) for s in scores] == [None if s is None else round(float(s), 6) for s in expected]
 
 
+@newer_only("async_reward_objects")
 def test_the_calling_convention_agrees_with_trl_on_names_and_async():
+    from trl.trainer.utils import get_callable_name, is_async_callable
+
     for func in CHAT_REWARDS + PLAIN_REWARDS:
-        assert is_async_reward(func) == is_async_callable(func), get_callable_name(func)
+        assert reward_name(func) == get_callable_name(func)
+        assert is_async_reward(func) == is_async_callable(func), reward_name(func)
 
 
 @pytest.mark.parametrize("chat", [True, False], ids=["chat", "plain"])
@@ -97,9 +102,10 @@ def test_the_lab_scores_each_function_as_a_direct_call(chat, capsys):
     rows = lab_rows(chat)
     report = check_rewards(funcs, rows)
     assert not [p for p in report.problems if p.kind in ("exception", "wrong_length", "not_a_number")], report.problems
-    # TRL's name for each (get_callable_name), the second of one name numbered on, as train() logs them
-    assert report.functions == distinct_names(funcs) == distinct([get_callable_name(f) for f in funcs])
-    assert len(set(report.functions)) == len(funcs) > len({get_callable_name(f) for f in funcs})  # two share a name here
+    # TRL's name for each (reward_name: get_callable_name or __name__, by the installed TRL), the second of one name
+    # numbered on, as train() logs them
+    assert report.functions == distinct_names(funcs) == distinct([reward_name(f) for f in funcs])
+    assert len(set(report.functions)) == len(funcs) > len({reward_name(f) for f in funcs})  # two share a name here
     from transformers import TrainerState
 
     for func, name in zip(funcs, report.functions):
@@ -120,7 +126,9 @@ class BatchLog(RunCallback):
 
     def on_step_end(self, args, state, control, **kwargs):
         logs = self.trainer._logs
-        self.batches.append({"prompts": list(logs["prompt"]), "completions": list(logs["completion"]),
+        prompts = prompts_as_given(self.trainer, list(logs["prompt"]))  # TRL before 1.15 logs texts
+        completions = [as_trl_completion(p, c) if isinstance(c, str) else c for p, c in zip(prompts, logs["completion"])]
+        self.batches.append({"prompts": prompts, "completions": completions,
                              "rewards": {name: list(v) for name, v in logs["rewards"].items()}})
 
 
@@ -151,7 +159,7 @@ def test_train_logs_each_function_under_a_name_of_its_own_with_the_scores_of_a_d
 
     records = read_metrics(tmp_path)
     assert [r["step"] for r in records] == [1, 2, 3]
-    names = distinct([get_callable_name(f) for f in funcs])  # TRL's names; two of one name apart, each with its curve
+    names = distinct([reward_name(f) for f in funcs])  # TRL's names; two of one name apart, each with its curve
     assert all(f"rewards/{name}/mean" in records[-1] for name in names)
     assert set(batches.batches[0]["rewards"]) == set(names)
     for batch in batches.batches:
@@ -178,7 +186,7 @@ def test_open_r1_math_rewards_train_with_the_default_time_limit_and_score_as_pla
     plain = GRPOTrainer(model=model, reward_funcs=OPEN_R1_MATH, train_dataset=dataset, processing_class=tokenizer,
                         args=GRPOConfig(output_dir=str(tmp_path / "plain"), use_cpu=True, bf16=False, report_to="none",
                                         num_generations=4, per_device_train_batch_size=4))
-    names = [get_callable_name(f) for f in OPEN_R1_MATH]
+    names = [reward_name(f) for f in OPEN_R1_MATH]
     for batch in batches.batches:
         rows = batch_rows(batch, dataset)
         inputs = [{k: v for k, v in row.items() if k not in ("completion", "completion_ids")} for row in rows]

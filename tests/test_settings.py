@@ -51,12 +51,12 @@ def test_python_yaml_and_set_are_refused_alike(flag, keywords, change, message, 
 
 def test_every_problem_of_a_run_is_named_at_once():
     settings = RunSettings(model="tiny", rewards=["gsm8kk"], preset="cpu-smoke", reward_timeout=-1,
-                           overrides={"num_generation": 4, "logging_dir": "tb"})
+                           overrides={"num_generation": 4, "vllm_device": "cuda:1"})
     with pytest.raises(ConfigError) as refused:
         settings.validate()
     lines = str(refused.value).splitlines()
     assert len(lines) == 4 and all(line.startswith("the run: ") for line in lines)
-    assert ["reward_timeout=-1" in lines[0], "'num_generation'" in lines[1], "logging_dir: transformers 5 removed it" in lines[2],
+    assert ["reward_timeout=-1" in lines[0], "'num_generation'" in lines[1], "vllm_device: TRL removed it" in lines[2],
             "unknown reward 'gsm8kk'" in lines[3]] == [True] * 4
 
 

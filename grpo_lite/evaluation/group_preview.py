@@ -269,7 +269,8 @@ def _report(rows, groups, completions, rewards, settings, greedy_rows) -> Previe
     funcs, weights = resolve_rewards(rewards)
     lab = check_rewards(rewards, rows, reward_weights=settings.get("reward_weights") or weights,
                         scale_rewards=settings["scale_rewards"],
-                        multi_objective_aggregation=settings["multi_objective_aggregation"])
+                        # TRL before 0.27 has no such field and always sums, then normalizes (machine/stack.py)
+                        multi_objective_aggregation=settings.get("multi_objective_aggregation", "sum_then_normalize"))
     correctness = [f for f in funcs if reads_gold(f)]
     greedy_scores = {}
     if greedy_rows and correctness:

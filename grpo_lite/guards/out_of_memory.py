@@ -68,7 +68,8 @@ def where_it_ran_out(tb: TracebackType | None) -> Phase:
     Unsloth's compiled copy of them, share these names)."""
     frames = [frame for frame, _ in traceback.walk_tb(tb)]
     names = {frame.f_code.co_name for frame in frames}
-    if names & {"_generate", "_generate_single_turn"}:
+    # TRL before 0.24 calls generate inside _generate_and_score_completions (generation_helpers in machine/stack.py)
+    if names & {"_generate", "_generate_single_turn"} or {"_generate_and_score_completions", "generate"} <= names:
         return GENERATION
     if "_generate_and_score_completions" in names:
         return SCORING

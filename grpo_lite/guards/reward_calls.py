@@ -20,11 +20,12 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from rewards.calling import is_async_reward, read_scores
+from rewards.calling import is_async_reward, read_scores, run_coroutine
 from rewards.combine import reward_name
 
 from ..errors import RunFault
 from ..log import logger
+from ..machine import stack
 from ..run.settings import REWARD_TIMEOUT
 from ..run.stopping import StopSwitch
 from .time_limit import TimedOut, TimeLimit, unavailable_reason
@@ -107,13 +108,23 @@ class AsyncGuardedReward(GuardedReward):
         return self._checked(scores, len(completions))
 
 
+class AwaitedGuardedReward(AsyncGuardedReward):
+    """:class:`AsyncGuardedReward` called plainly, for a TRL that awaits no callable object (``async_reward_objects``
+    in grpo_lite/machine/stack.py): each call runs the function's coroutine to its end, one reward after another."""
+
+    def __call__(self, *args, completions=(), **kwargs):
+        return run_coroutine(super().__call__(*args, completions=completions, **kwargs))
+
+
 def guard(func: Callable, timeout: float | None = REWARD_TIMEOUT, name: str | None = None) -> GuardedReward:
-    """``func`` wrapped so that its failures and hangs score ``None``; async functions stay async. ``name``: the one
-    TRL logs it under (default: its own, :func:`rewards.combine.reward_name`)."""
+    """``func`` wrapped so that its failures and hangs score ``None``; async functions stay async where the installed
+    TRL awaits the wrapper. ``name``: the one TRL logs it under (default: its own, :func:`rewards.combine.reward_name`)."""
     if isinstance(func, GuardedReward) and name in (None, func.__name__):
         return func
     func = func.func if isinstance(func, GuardedReward) else func
-    return AsyncGuardedReward(func, timeout, name) if is_async_reward(func) else GuardedReward(func, timeout, name)
+    if not is_async_reward(func):
+        return GuardedReward(func, timeout, name)
+    return AsyncGuardedReward(func, timeout, name) if stack.newer("async_reward_objects") else AwaitedGuardedReward(func, timeout, name)
 
 
 def unlimited(rewards: Sequence[GuardedReward]) -> str | None:

@@ -4,4 +4,6 @@
 - ``engine``: which engine generates, vLLM or transformers, and why (the card, vLLM, TRL, transformers, Unsloth)
 - ``notebook``: the notebook platform (Colab, Kaggle, local): ``check_runtime``, one GPU of Kaggle's two, ``run_dir``
 - ``planner``: peak GPU memory of a run, and the nearest config that fits (``plan``)
+- ``stack``: the installed transformers and TRL, and each way the two ends of the supported range differ (the one
+  place that compares their versions)
 """

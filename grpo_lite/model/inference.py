@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from ..data.prompts import DatasetError, is_chat, render_prompt, template_kwargs
+from ..machine import stack
 from ..run.settings import ConfigError
 
 
@@ -123,7 +124,7 @@ def _generate_batches(model, tokenizer, texts, completions, bar, *, batch_size, 
         batch = batch.to(model.device)
         with torch.no_grad():
             output = model.generate(
-                **batch,
+                **stack.generate_inputs(batch),
                 max_new_tokens=max_completion_length,  # transformers' name for it
                 do_sample=do_sample,
                 num_return_sequences=num_return_sequences,

@@ -108,9 +108,21 @@ def build_tokenizer(vocab_size: int | None = None, *, family: str = "qwen2"):
         **{key: token for key, token in named.items() if token is not None},
         additional_special_tokens=[token for token in kind.specials if token not in (kind.pad, kind.bos)],
         model_max_length=4096,
+        model_input_names=["input_ids", "attention_mask"],  # a causal LM's inputs (transformers 4 adds token_type_ids)
     )
     tokenizer.chat_template = CHATML_TEMPLATE
     return tokenizer
+
+
+def save_tokenizer(tokenizer, folder: str | Path) -> None:
+    """``tokenizer.save_pretrained(folder)``, its ``tokenizer_config.json`` in the form transformers 4 and 5 both read
+    (:func:`grpo_lite.machine.stack.portable_tokenizer_config`)."""
+    from ..machine import stack
+
+    tokenizer.save_pretrained(folder)
+    config_file = Path(folder) / "tokenizer_config.json"
+    config = stack.portable_tokenizer_config(json.loads(config_file.read_text()))
+    config_file.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n")
 
 
 def _words():
@@ -192,7 +204,7 @@ def build_tiny_model(
     scratch = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}-"))
     try:
         model.save_pretrained(scratch)
-        tokenizer.save_pretrained(scratch)
+        save_tokenizer(tokenizer, scratch)
         (scratch / "grpo_lite_tiny.json").write_text(json.dumps({"seed": seed, "kind": "random", "family": family}) + "\n")
         for file in sorted(scratch.iterdir(), key=lambda f: f.name == "config.json"):  # config.json last
             os.replace(file, path / file.name)

@@ -8,12 +8,14 @@ One line per completion of each logged step, from GRPOTrainer's own record of th
 from __future__ import annotations
 
 import math
+import weakref
 from collections import deque
 from pathlib import Path
 from typing import Any
 
 from rewards.combine import weighted_total
 
+from ..machine import stack
 from ..run.callbacks import RunCallback
 from ..run.files import SAMPLES_FILE, append_jsonl, in_run, read_jsonl, write_jsonl
 
@@ -48,13 +50,43 @@ def _score(value: Any) -> float | None:
     return value if math.isfinite(value) else None
 
 
+_PROMPT_INDEXES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _prompt_index(trainer) -> dict[str, Any]:
+    """Each chat prompt of the trainer's dataset under the text TRL before 1.15 logs for it: the chat template applied,
+    tokenized and decoded (trl/trainer/grpo_trainer.py, ``_generate_and_score_completions``)."""
+    from trl.data_utils import maybe_apply_chat_template
+
+    tokenizer = trainer.processing_class
+    prompts = [p for p in trainer.train_dataset["prompt"] if isinstance(p, list)] if "prompt" in trainer.train_dataset.column_names else []
+    if not prompts:
+        return {}
+    texts = [maybe_apply_chat_template({"prompt": p}, tokenizer)["prompt"] for p in prompts]
+    ids = tokenizer(texts, add_special_tokens=False)["input_ids"]
+    decoded = tokenizer.batch_decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+    return dict(zip(decoded, prompts))
+
+
+def prompts_as_given(trainer, logged: list) -> list:
+    """The trainer's logged prompts as the dataset gave them. TRL before 1.15 logs each prompt as the text it
+    generated from (``logged_prompts_as_given`` in grpo_lite/machine/stack.py): such a text becomes the chat prompt
+    that renders to it; one no prompt renders to (cut by max_prompt_length) stays as logged."""
+    if stack.newer("logged_prompts_as_given") or not any(isinstance(p, str) for p in logged):
+        return logged
+    if trainer not in _PROMPT_INDEXES:
+        _PROMPT_INDEXES[trainer] = _prompt_index(trainer)
+    index = _PROMPT_INDEXES[trainer]
+    return [index.get(p, p) if isinstance(p, str) else p for p in logged]
+
+
 def batch_samples(trainer, step: int) -> list[dict[str, Any]]:
     """The latest generation batch's samples, from GRPOTrainer's ``_logs`` (it keeps one batch)."""
     logs = getattr(trainer, "_logs", None)
     if not logs or not logs.get("completion"):
         return []
     n = len(logs["completion"])
-    prompts, completions = list(logs["prompt"])[-n:], list(logs["completion"])[-n:]
+    prompts, completions = prompts_as_given(trainer, list(logs["prompt"])[-n:]), list(logs["completion"])[-n:]
     advantages = list(logs["advantages"])[-n:]
     scores = {name: list(values)[-n:] for name, values in logs["rewards"].items()}
     weights = getattr(trainer, "reward_weights", None)

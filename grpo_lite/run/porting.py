@@ -4,7 +4,9 @@ Scripts written for older TRL and transformers, Unsloth's notebooks and open-r1'
 renamed or removed, vLLM's sampling parameters, and batches Unsloth fixes by itself. :func:`port_overrides` carries
 over what is unambiguous, each change in one announced line, and leaves the rest to the validator
 (:meth:`grpo_lite.run.settings.RunSettings.problems`) to refuse with its fix; :func:`preset_changes` says which
-values a preset changed from TRL's defaults.
+values a preset changed from TRL's defaults. A field the installed TRL or transformers still has (``warmup_ratio`` on
+transformers 4, ``max_prompt_length`` on TRL 0.22) keeps the meaning it has there: it is passed on as written
+(grpo_lite/machine/stack.py says which release removed each).
 """
 
 from __future__ import annotations
@@ -13,11 +15,13 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..machine import stack
 from ..shapes import is_number, is_whole
-from .presets import TRL_PRESET, cpu_values, machine_values, preset_name, preset_options, preset_values, trl_defaults
+from .presets import TRL_PRESET, cpu_values, machine_values, preset_name, preset_options, preset_values, trl_defaults, unavailable_values
 
 # Fields a user's script still passes (TRL 0.x, transformers 4.x) whose meaning survives in TRL 1.15 / transformers 5.17:
-# carried over, each with one line naming the new form. old name -> (new name or None when it is dropped, value map, why).
+# where the installed release has removed them (still_a_field), carried over, each with one line naming the new form.
+# old name -> (new name or None when it is dropped, value map, why).
 TRANSLATED_FIELDS: dict[str, tuple[str | None, Any, str]] = {
     "warmup_ratio": ("warmup_steps", None, "transformers 5 reads a warmup_steps float below 1 as a ratio of the steps"),
     "evaluation_strategy": ("eval_strategy", None, "transformers renamed it"),
@@ -31,7 +35,7 @@ TRANSLATED_FIELDS: dict[str, tuple[str | None, Any, str]] = {
     "overwrite_output_dir": (None, None, "dropped: transformers 5 removed it and always writes into output_dir"),
     "use_mps_device": (None, None, "dropped: transformers 5 removed it and uses an Apple GPU (mps) by itself when there is one"),
 }
-# Removed fields whose meaning does not carry over for certain: refused, with the fix.
+# Removed fields whose meaning does not carry over for certain: refused, with the fix, where the installed release lacks them.
 REMOVED_FIELDS = {
     "logging_dir": "transformers 5 removed it; TensorBoard writes under output_dir unless the TENSORBOARD_LOGGING_DIR "
                    "environment variable names another folder",
@@ -155,19 +159,29 @@ class Ported:
     problems: list[str] = field(default_factory=list)
 
 
-def _translation_problem(old: str, value: Any, overrides: dict[str, Any]) -> str | None:
-    new = TRANSLATED_FIELDS[old][0]
-    if new in overrides:
-        return f"{old}={value!r} and {new}={overrides[new]!r} both given: {old} is the old name of {new}; keep {new}"
+def still_a_field(name: str) -> bool:
+    """Whether ``name``, an old field of TRANSLATED_FIELDS or REMOVED_FIELDS, is a field of the installed GRPOConfig."""
+    return name in stack.CHANGED_FIELDS and stack.has_config_field(name)
+
+
+def _value_problem(old: str, value: Any) -> str | None:
+    """What is wrong with the value of an old field, whether it is carried over or the installed release still has it."""
     if old == "warmup_ratio" and not (is_number(value) and 0 <= value < 1):
-        return f"warmup_ratio={value!r}: give a ratio of the steps from 0 to below 1 (it becomes warmup_steps={value!r})"
+        return f"warmup_ratio={value!r}: give a ratio of the steps from 0 to below 1"
     if old == "max_prompt_length" and value is not None and (not is_whole(value) or value < 1):
         return f"max_prompt_length={value!r}: give the longest prompt in tokens (e.g. 256), or null for no limit"
     return None
 
 
+def _translation_problem(old: str, value: Any, overrides: dict[str, Any]) -> str | None:
+    new = TRANSLATED_FIELDS[old][0]
+    if new in overrides:
+        return f"{old}={value!r} and {new}={overrides[new]!r} both given: {old} is the old name of {new}; keep {new}"
+    return _value_problem(old, value)
+
+
 def port_overrides(preset: str, overrides: dict[str, Any]) -> Ported:
-    """``overrides`` as TRL 1.15 reads what the user meant: renamed fields under their new names, removed ones dropped
+    """``overrides`` as the installed TRL reads what the user meant: renamed fields under their new names, removed ones dropped
     or carried out of the config (``max_prompt_length``), and the per-device batch raised where it cannot hold whole
     groups of ``num_generations``. Nothing is refused here except what cannot be translated; :func:`_config_problems`
     checks the rest."""
@@ -181,7 +195,9 @@ def port_overrides(preset: str, overrides: dict[str, Any]) -> Ported:
             ported.notes.append("top_k=-1 -> top_k=0 (top_k: 0 in a run YAML): vLLM's -1 for no top-k filtering is 0 in "
                                 "TRL's GRPOConfig")
             continue
-        if key not in TRANSLATED_FIELDS:
+        if key not in TRANSLATED_FIELDS or still_a_field(key):
+            if (problem := _value_problem(key, value)) is not None:
+                ported.problems.append(problem)
             ported.overrides[key] = value
             continue
         new, convert, why = TRANSLATED_FIELDS[key]
@@ -244,7 +260,7 @@ def option_sources(preset: str, ported: Ported, chosen: dict[str, Any] | None = 
     ``preset`` (its values and grpo-lite's BASE), else ``trl`` (TRL's default)."""
     name = preset_name(preset)
     sources = dict.fromkeys(trl_defaults(), "trl")
-    sources.update(dict.fromkeys(preset_values(name), "preset"))
+    sources.update(dict.fromkeys(preset_values(name, ported.overrides), "preset"))
     sources.update(dict.fromkeys(machine_values(name), "preset"))  # TRL's values, pinned against Unsloth's class
     sources.update(dict.fromkeys([*cpu_values(name), *(chosen or {})], "machine"))
     sources.update(dict.fromkeys(ported.overrides, "user"))
@@ -254,11 +270,13 @@ def option_sources(preset: str, ported: Ported, chosen: dict[str, Any] | None = 
 
 def preset_changes(preset: str, ported: Ported, options: dict[str, Any], sources: dict[str, str]) -> list[tuple[str, Any, Any, str]]:
     """(field, TRL's default, the value used, why) for each field the user did not set whose value differs from TRL's
-    GRPOConfig default: what train() says first."""
+    GRPOConfig default, and for each value the preset sets that the installed GRPOConfig has no field for: what
+    train() says first."""
     from .presets import preset_reason
 
     name, defaults = preset_name(preset), trl_defaults()
-    rows = []
+    rows = [(key, "(no such field)", "not set", f"the preset's {value!r} cannot apply: {stack.missing_field_reason(key)}")
+            for key, value in unavailable_values(name).items()]
     for key, value in options.items():
         source = sources.get(key)
         if key in ported.asked or source is None or key not in defaults or value == defaults[key]:

@@ -11,6 +11,10 @@ Unsloth's generated class (unsloth/models/rl.py), whose defaults differ (gradien
 optim adamw_8bit, seed 3407, vllm_importance_sampling_correction False), so an unset field would train
 differently on a GPU machine than in the tests.
 
+A preset is written for the newest TRL and transformers; :func:`preset_values` gives it in the installed ones' form
+(warmup as ``warmup_ratio`` where ``warmup_steps`` is a whole number) and leaves out a field the installed TRL lacks,
+which :func:`unavailable_values` names for the table train() prints (grpo_lite/machine/stack.py).
+
 ``preset="trl"`` is TRL's GRPOConfig defaults and nothing of grpo-lite's. train() says first, in one table, each value a
 preset uses that differs from TRL's default (``BASE_REASONS`` gives the why), and run.yaml records where each value
 came from (``chosen.sources``).
@@ -20,6 +24,8 @@ from __future__ import annotations
 
 import dataclasses
 from typing import Any
+
+from ..machine import stack
 
 BASE = {
     "learning_rate": 5e-6,
@@ -49,6 +55,7 @@ BASE_REASONS = {
     "adam_beta2": "seed recipe",
     "weight_decay": "seed recipe",
     "warmup_steps": "seed recipe: warmup 0.1 of the steps",
+    "warmup_ratio": "seed recipe: warmup 0.1 of the steps",
     "lr_scheduler_type": "seed recipe",
     "max_grad_norm": "seed recipe",
     "beta": "grpo-lite's base: KL on",
@@ -102,12 +109,35 @@ TRAINING_PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
-def preset_values(name: str) -> dict[str, Any]:
-    """The GRPOConfig values a preset (a name in TRAINING_PRESETS, not ``auto``) sets: BASE and its own entry,
-    or nothing at all for ``trl``."""
+def _written_values(name: str) -> dict[str, Any]:
+    """BASE and the preset's own entry as written, for the newest TRL and transformers; nothing for ``trl``."""
     if name == TRL_PRESET:
         return {}
-    return {**BASE, **TRAINING_PRESETS.get(name, {})}
+    values = {**BASE, **TRAINING_PRESETS.get(name, {})}
+    warmup = values.get("warmup_steps")
+    if isinstance(warmup, float) and warmup < 1 and not stack.newer("warmup_steps_ratio"):
+        values["warmup_ratio"] = values.pop("warmup_steps")  # transformers 4: warmup_steps counts steps
+    return values
+
+
+# One setting in two fields: the user's warmup, in either, replaces the preset's (on transformers 4 a preset's
+# warmup_ratio would otherwise still apply beside a user's warmup_steps=0).
+WARMUP_FIELDS = ("warmup_steps", "warmup_ratio")
+
+
+def preset_values(name: str, asked: Any = ()) -> dict[str, Any]:
+    """The GRPOConfig values a preset (a name in TRAINING_PRESETS, not ``auto``) sets on the installed TRL and
+    transformers: BASE and its own entry, or nothing at all for ``trl``; its warmup left out where ``asked`` (the
+    fields the user set) holds one."""
+    dropped = WARMUP_FIELDS if set(WARMUP_FIELDS) & set(asked) else ()
+    return {key: value for key, value in _written_values(name).items()
+            if (key not in stack.CHANGED_FIELDS or stack.has_config_field(key)) and key not in dropped}
+
+
+def unavailable_values(name: str) -> dict[str, Any]:
+    """The values the preset ``name`` would set that the installed GRPOConfig has no field for."""
+    return {key: value for key, value in _written_values(name).items()
+            if key in stack.CHANGED_FIELDS and not stack.has_config_field(key)}
 
 
 def preset_reason(name: str, key: str) -> str:
@@ -177,4 +207,4 @@ def cpu_values(preset: str) -> dict[str, Any]:
 def preset_options(preset: str, overrides: dict[str, Any]) -> dict[str, Any]:
     """The GRPOConfig values a run with ``preset`` trains with: the preset's, what this machine needs, then ``overrides``."""
     name = preset_name(preset)
-    return {**preset_values(name), **machine_values(name), **overrides}
+    return {**preset_values(name, overrides), **machine_values(name), **overrides}

@@ -19,7 +19,7 @@ from .settings import ConfigError
 # save/log frequency) may change between the first run and its resumption.
 RESUME_FIXED_RUN = ("model", "backend", "lora_rank", "rewards")
 RESUME_FIXED_CONFIG = (
-    "learning_rate", "lr_scheduler_type", "warmup_steps", "weight_decay", "adam_beta1", "adam_beta2",
+    "learning_rate", "lr_scheduler_type", "warmup_steps", "warmup_ratio", "weight_decay", "adam_beta1", "adam_beta2",
     "adam_epsilon", "max_grad_norm", "optim", "seed", "per_device_train_batch_size", "gradient_accumulation_steps",
     "num_generations", "generation_batch_size", "steps_per_generation", "max_completion_length", "temperature",
     "top_p", "beta", "loss_type", "scale_rewards", "reward_weights", "epsilon", "epsilon_high", "num_iterations",

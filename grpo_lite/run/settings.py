@@ -42,9 +42,10 @@ from rewards.registry import did_you_mean
 
 from ..data.prepare import DATA_KEYS
 from ..errors import UserError
+from ..machine import stack
 from ..shapes import AnyOf, Anything, Declared, Exactly, Flag, Kind, ListOf, Mapping, Number, Shape, Text, Whole, is_number, optional, problems, shown
 from .files import earlier_run
-from .porting import REMOVED_FIELDS, port_overrides
+from .porting import REMOVED_FIELDS, port_overrides, still_a_field
 from .presets import TRAINING_PRESETS, TRL_PRESET, preset_name, preset_options, preset_values
 
 REWARD_TIMEOUT = 600.0  # seconds per reward call: far more than scoring a batch takes, short of losing a night
@@ -611,11 +612,13 @@ def _field_problems(overrides: dict[str, Any]) -> list[str]:
     shapes = grpo_config_shapes()
     found = []
     for key, value in overrides.items():
-        if key in REMOVED_FIELDS:
+        if key in REMOVED_FIELDS and not still_a_field(key):
             found.append(f"{key}: {REMOVED_FIELDS[key]}")
         elif key == "output_dir":  # the run's own setting, which it hands GRPOConfig itself
             found.append(f"output_dir={shown(value)} among the GRPOConfig fields: it is the run's own setting; give it at the "
                          "run's top level (output_dir: in a run YAML, --output-dir, train(output_dir=...))")
+        elif key not in shapes and key in stack.CHANGED_FIELDS:
+            found.append(f"{key!r} is not a GRPOConfig option here: {stack.missing_field_reason(key)}")
         elif key not in shapes:
             found.append(f"{key!r} is not a GRPOConfig option{did_you_mean(key, shapes)}")
         elif not shapes[key].fits(value):  # its type; a None it refuses is said by the range, which says what belongs

@@ -139,6 +139,8 @@ def _check_sequence_length(model, tokenizer, dataset, config, chat_template_kwar
     if not isinstance(limit, int) or "prompt" not in dataset.column_names:
         return
     longest = max((len(prompt_token_ids(tokenizer, prompt, chat_template_kwargs)) for prompt in dataset["prompt"]), default=0)
+    if getattr(config, "max_prompt_length", None):  # a TRL that still has it cuts longer prompts to it
+        longest = min(longest, config.max_prompt_length)
     if longest + config.max_completion_length > limit:
         raise ConfigError(
             f"the longest prompt ({longest} tokens) plus max_completion_length={config.max_completion_length} exceeds the "
@@ -156,10 +158,11 @@ def _dashboard(dashboard: Any, output_dir: Path) -> list[TrainerCallback]:
 
 
 def _grpo_trainer(model, tokenizer, dataset, rewards, config, callbacks):
-    from .trl_compat import enable_cpu_logprobs, prepare_for_unsloth_trainer
+    from .trl_compat import enable_cpu_logprobs, enable_input_grads_for_checkpointing, prepare_for_unsloth_trainer
 
     enable_cpu_logprobs()
     prepare_for_unsloth_trainer(model, config)
+    enable_input_grads_for_checkpointing(model, config)
     from trl import GRPOTrainer
 
     if "ref" in getattr(model, "peft_config", {}):

@@ -94,6 +94,14 @@ def prepare_for_unsloth_trainer(model, config) -> None:
         model._unsloth_forced_float32 = True
 
 
+def enable_input_grads_for_checkpointing(model, config) -> None:
+    """Make a LoRA model's inputs require grad when the run checkpoints, as TRL does from 0.27 on; TRL 0.22 checkpoints
+    reentrantly and skips it for ``use_reentrant=False``, and then no gradient reaches the adapter (``peft_input_grads``
+    in grpo_lite/machine/stack.py)."""
+    if config.gradient_checkpointing and hasattr(model, "peft_config") and hasattr(model, "enable_input_require_grads"):
+        model.enable_input_require_grads()
+
+
 @contextlib.contextmanager
 def generate_with_tokenizer(model, tokenizer, config):
     """While training, ``model.generate`` is given the tokenizer where the run stops at text (``generation_kwargs``'

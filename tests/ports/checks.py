@@ -4,7 +4,6 @@ announced), and every value the preset sets that differs from TRL's default is i
 import dataclasses
 import re
 
-from grpo_lite.run.porting import TRANSLATED_FIELDS
 from grpo_lite.run.record import read_run
 
 
@@ -38,7 +37,7 @@ def check_port(output_dir, err: str, original: dict, trained_args, batch_raised:
     config, translated = run.grpo_config, run.chosen.get("translated", {})
     said = [line for line in err.splitlines() if line.startswith("grpo-lite: ")]
     for key, value in original.items():
-        if key in TRANSLATED_FIELDS or key in translated:  # carried over under its new name(s) (or dropped), said once
+        if key in translated:  # carried over under its new name(s) (or dropped), said once; kept where the release has it
             assert key not in config, key
             assert len([line for line in said if line.startswith((f"grpo-lite: {key}=", f"grpo-lite: {key} -> "))]) == 1, key
             for new, mapped in (translated[key] or {}).items():
@@ -53,5 +52,6 @@ def check_port(output_dir, err: str, original: dict, trained_args, batch_raised:
     differs = {f.name for f in dataclasses.fields(GRPOConfig) if f.init and getattr(trained_args, f.name) != getattr(plain, f.name)}
     user = {key for key, source in run.chosen["sources"].items() if source in ("user", "batch rule")}
     table = changes_table(err)
-    assert differs - {"generation_batch_size", "steps_per_generation"} - user <= set(table) | {"output_dir"} - user
+    # transformers 4 stamps logging_dir's default with the time it was made
+    assert differs - {"generation_batch_size", "steps_per_generation", "logging_dir"} - user <= set(table) | {"output_dir"} - user
     return config

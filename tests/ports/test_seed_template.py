@@ -6,6 +6,7 @@ report_to="wandb" (an account); added: max_steps=2. The template's rewards are n
 of its three (incremental format, soft format, exact match) stand in for them."""
 
 import pytest
+from stacks import removed_here
 
 from grpo_lite import prepare_dataset, train
 from grpo_lite.data.prepare import DatasetError
@@ -45,6 +46,7 @@ def test_the_seed_templates_whole_config_trains(tiny_model, tmp_path, capsys):
     assert type(result.trainer.optimizer.optimizer).__module__.startswith("bitsandbytes.optim")
 
 
+@removed_here("max_prompt_length")  # TRL 0.22 cuts long prompts instead of dropping them: all 4 rows train
 def test_rows_that_cannot_fill_one_step_are_refused(tiny_model, tmp_path):
     model, tokenizer = tiny_model
     dataset = prepare_dataset(GSM8K_ROWS, tokenizer=tokenizer)  # 3 of its 4 prompts are over 256 tokens on this tokenizer

@@ -21,12 +21,19 @@ table the run prints first."""
 
 import pytest
 from datasets import Dataset
-from trl.rewards import accuracy_reward  # TRL's own reward, as the quick start imports it
 
-from grpo_lite import train
-from grpo_lite.run.presets import trl_defaults
+from grpo_lite.machine import stack
 
-from .checks import changes_table, check_port
+if not stack.newer("trl_math_rewards"):  # the quick start above is TRL 1.x's
+    pytest.skip(f"TRL {stack.installed('trl')}: {stack.DIFFERENCES['trl_math_rewards'].older}, and the quick start imports "
+                "trl.rewards.accuracy_reward", allow_module_level=True)
+
+from trl.rewards import accuracy_reward  # noqa: E402  TRL's own reward, as the quick start imports it
+
+from grpo_lite import train  # noqa: E402
+from grpo_lite.run.presets import trl_defaults  # noqa: E402
+
+from .checks import changes_table, check_port  # noqa: E402
 
 # REPLACED (hub): rows of trl-lib/DeepMath-103K's shape, a conversational prompt and a LaTeX solution
 DEEPMATH_ROWS = [

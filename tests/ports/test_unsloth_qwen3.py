@@ -2,7 +2,10 @@
 short format SFT (grpo_lite.warmup_format) and then GRPO (grpo_lite.train) on the same LoRA adapter. Its code cells run
 verbatim (tests/ports/unsloth_qwen3_cells.py) but for what reaches the hub or the GPU, each replaced here and said so."""
 
+from stacks import newer_only
+
 from grpo_lite import load_model, train
+from grpo_lite.machine import stack
 from grpo_lite.run.record import read_run
 
 from .checks import check_port
@@ -52,13 +55,14 @@ CELL_59_CHANGES = {"from vllm import SamplingParams\n": "SamplingParams = dict  
 
 
 def _edited(cell: int) -> str:
-    if cell not in TRANSFORMERS_5_CHANGES:
+    if cell not in TRANSFORMERS_5_CHANGES or not stack.newer("chat_template_dict"):  # transformers 4: as written
         return CELLS[cell]
     old, new = TRANSFORMERS_5_CHANGES[cell]
     assert CELLS[cell].count(old) == 1
     return CELLS[cell].replace(old, new)
 
 
+@newer_only("chat_template_dict")
 def test_transformers_5_changes_what_apply_chat_template_returns(tiny_model_dir):
     """Why cells 22 and 57 need return_dict=False on transformers 5 (the notebook was written for transformers 4)."""
     from transformers import AutoTokenizer

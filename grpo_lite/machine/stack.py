@@ -1,0 +1,188 @@
+"""The installed transformers and TRL, and what differs between the two ends of the range grpo-lite supports.
+
+grpo-lite runs on transformers 4.56.2-5.17.0 and TRL 0.22.2-1.15.0: the T4 notebook stack, what Unsloth's own Colab
+GRPO notebooks install (requirements/t4.txt), and the latest stack (requirements/lock.txt). Each way the two ends
+differ that grpo-lite meets is one entry of :data:`DIFFERENCES`: the package, the first release that behaves as the
+newer end does, and what each end does with the upstream file that makes it so (read in the wheels of both ends, the
+release found by reading the ones between). Code asks :func:`newer` or :func:`has_config_field`; nothing else in
+grpo-lite compares versions. tests/test_stack.py holds every entry against the installed libraries, on each stack CI
+runs.
+
+Importing this module imports neither transformers nor TRL: the versions come from the packages' metadata, so it
+can be asked before Unsloth is imported.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+# The tested ends: requirements/t4.txt and requirements/lock.txt (pyproject's ranges).
+SUPPORTED = {"transformers": ("4.56.2", "5.17.0"), "trl": ("0.22.2", "1.15.0")}
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One way the ends differ: from ``package`` release ``since`` on, ``newer`` holds; before it, ``older``.
+
+    ``field`` marks a GRPOConfig field (TRL's own or inherited from transformers' TrainingArguments) that the newer
+    end ``"added"`` or ``"removed"``; its entry is named as the field."""
+
+    package: str
+    since: str
+    older: str
+    newer: str
+    field: str | None = None
+
+
+def _removed(package: str, since: str, older: str, newer: str = "removed") -> Difference:
+    """A config field the newer end removed; both ends' text read in the file that declares the config's fields."""
+    source = "trl/trainer/grpo_config.py" if package == "trl" else "transformers/training_args.py"
+    return Difference(package, since, f"{older} ({source})", f"{newer} ({source})", field="removed")
+
+
+DIFFERENCES: dict[str, Difference] = {
+    # GRPOConfig fields grpo-lite sets, carries over or refuses
+    "vllm_importance_sampling_correction": Difference(
+        "trl", "0.23.0",
+        "no such field: generation through vLLM is not corrected for its sampling mismatch (trl/trainer/grpo_config.py)",
+        "GRPOConfig.vllm_importance_sampling_correction, default True (trl/trainer/grpo_config.py)", field="added"),
+    "multi_objective_aggregation": Difference(
+        "trl", "0.27.0", "no such field: weighted rewards are summed, then normalized (trl/trainer/grpo_trainer.py)",
+        "GRPOConfig.multi_objective_aggregation, default 'sum_then_normalize' (trl/trainer/grpo_config.py)", field="added"),
+    "max_prompt_length": Difference(
+        "trl", "0.28.0",
+        "GRPOConfig.max_prompt_length: the trainer cuts longer prompts on the left (trl/trainer/grpo_trainer.py)",
+        "removed: grpo-lite drops longer prompts before training (trl/trainer/grpo_config.py)", field="removed"),
+    "use_liger_loss": _removed("trl", "0.28.0", "GRPOConfig.use_liger_loss, from 0.25 an old name of use_liger_kernel"),
+    "vllm_guided_decoding_regex": _removed("trl", "0.28.0", "GRPOConfig.vllm_guided_decoding_regex",
+                                           "removed for vllm_structured_outputs_regex"),
+    "wandb_log_unique_prompts": _removed("trl", "0.27.0", "GRPOConfig.wandb_log_unique_prompts", "removed for log_unique_prompts"),
+    "warmup_ratio": _removed("transformers", "5.15.0", "TrainingArguments.warmup_ratio; from 5.0 an old name of warmup_steps"),
+    "logging_dir": _removed("transformers", "5.15.0", "TrainingArguments.logging_dir",
+                            "removed: TENSORBOARD_LOGGING_DIR names the folder"),
+    **{name: _removed("transformers", "5.0.0", f"TrainingArguments.{name}")
+       for name in ("overwrite_output_dir", "use_mps_device", "no_cuda", "per_gpu_train_batch_size", "per_gpu_eval_batch_size",
+                    "push_to_hub_token", "include_inputs_for_metrics", "half_precision_backend", "fp16_backend")},
+    # behaviours
+    "warmup_steps_ratio": Difference(
+        "transformers", "5.0.0", "warmup_steps is a whole number of steps; a ratio is warmup_ratio (transformers/training_args.py)",
+        "warmup_steps below 1 is a ratio of the steps (transformers/training_args.py, get_warmup_steps)"),
+    "chat_template_dict": Difference(
+        "transformers", "5.0.0",
+        "apply_chat_template(tokenize=True) returns the token ids, a list (transformers/tokenization_utils_base.py)",
+        "it returns a BatchEncoding (input_ids, attention_mask) unless return_dict=False "
+        "(transformers/tokenization_utils_base.py)"),
+    "token_type_ids_dropped": Difference(
+        "transformers", "5.0.0",
+        "a tokenizer that names no model_input_names of its own returns token_type_ids too, which a causal LM's generate() "
+        "refuses (transformers/tokenization_utils_base.py, model_input_names; transformers/generation/utils.py)",
+        "tokenizers return input_ids and attention_mask (transformers/tokenization_utils_base.py, model_input_names)"),
+    "tokenizer_config_v5": Difference(
+        "transformers", "5.0.0",
+        "tokenizer_config.json: extra special tokens are additional_special_tokens (a list), extra_special_tokens only a "
+        "mapping of named tokens, and tokenizer_class TokenizersBackend is unknown (transformers/tokenization_utils_base.py, "
+        "transformers/models/auto/tokenization_auto.py)",
+        "writes extra_special_tokens as a list and tokenizer_class TokenizersBackend; still reads additional_special_tokens "
+        "(transformers/tokenization_utils_base.py, from_pretrained)"),
+    "from_pretrained_dtype_auto": Difference(
+        "transformers", "5.0.0", "from_pretrained without dtype loads in torch's default float32 (transformers/modeling_utils.py)",
+        "from_pretrained without dtype loads in the checkpoint's dtype, dtype='auto' (transformers/modeling_utils.py)"),
+    "vllm_mode_colocate": Difference(
+        "trl", "1.0.0", "GRPOConfig.vllm_mode defaults to 'server'; Unsloth's generated GRPOConfig to 'colocate' "
+        "(trl/trainer/grpo_config.py, unsloth/models/rl.py)", "it defaults to 'colocate' (trl/trainer/grpo_config.py)"),
+    "peft_input_grads": Difference(
+        "trl", "0.27.0",
+        "a LoRA model's inputs require grad only for reentrant checkpointing, though TRL enables it reentrant whatever "
+        "gradient_checkpointing_kwargs says: use_reentrant=False trains nothing (trl/models/utils.py, "
+        "enable_gradient_checkpointing)",
+        "GRPOTrainer makes a LoRA model's inputs require grad whenever it checkpoints (trl/trainer/grpo_trainer.py)"),
+    "generation_helpers": Difference(
+        "trl", "0.24.0", "_generate_and_score_completions calls the model's generate itself (trl/trainer/grpo_trainer.py)",
+        "it generates through GRPOTrainer._generate and _generate_single_turn (trl/trainer/grpo_trainer.py)"),
+    "trl_math_rewards": Difference(
+        "trl", "0.24.0", "trl.rewards holds think_format_reward and get_soft_overlong_punishment (trl/rewards/__init__.py)",
+        "trl.rewards adds accuracy_reward, reasoning_accuracy_reward, get_repetition_penalty_reward, ... "
+        "(trl/rewards/accuracy_rewards.py, other_rewards.py)"),
+    "reward_callable_name": Difference(
+        "trl", "1.9.0",
+        "a reward is logged under reward_func.__name__, which a functools.partial lacks (trl/trainer/grpo_trainer.py)",
+        "under get_callable_name(reward_func): a partial's function, a callable object's class (trl/trainer/utils.py)"),
+    "async_reward_objects": Difference(
+        "trl", "1.14.0",
+        "rewards are called plainly: up to 0.26 a coroutine is never awaited, from 0.27 only `async def` functions are "
+        "(asyncio.iscoroutinefunction; trl/trainer/grpo_trainer.py, _calculate_rewards)",
+        "is_async_callable: async functions, their partials and objects with an async __call__ run concurrently "
+        "(trl/trainer/utils.py, trl/trainer/grpo_trainer.py)"),
+    "logged_prompts_as_given": Difference(
+        "trl", "1.15.0",
+        "trainer._logs['prompt'] holds the text generated from: the chat template applied, tokenized and decoded "
+        "(trl/trainer/grpo_trainer.py, _generate_and_score_completions)",
+        "it holds the prompts as the dataset gave them, chat messages (trl/trainer/grpo_trainer.py)"),
+    "data_parallel_refused": Difference(
+        "trl", "1.15.0",
+        "a process that sees several GPUs trains through the Trainer's nn.DataParallel (transformers/trainer.py)",
+        "GRPOTrainer refuses args.n_gpu > 1: 'does not support nn.DataParallel' (trl/trainer/grpo_trainer.py)"),
+}
+
+
+# The GRPOConfig fields one end has and the other lacks; every other field is on both ends or on neither.
+CHANGED_FIELDS = frozenset(name for name, difference in DIFFERENCES.items() if difference.field)
+
+
+@functools.cache
+def installed(package: str):
+    """The installed release of ``package`` (``"transformers"`` or ``"trl"``) as a ``packaging`` Version."""
+    from importlib.metadata import version
+
+    from packaging.version import Version
+
+    return Version(version(package))
+
+
+def newer(name: str) -> bool:
+    """Whether the installed package behaves as the newer end does for the difference ``name``."""
+    difference = DIFFERENCES[name]
+    from packaging.version import Version
+
+    return installed(difference.package) >= Version(difference.since)
+
+
+def has_config_field(name: str) -> bool:
+    """Whether the installed GRPOConfig has ``name``, one of :data:`CHANGED_FIELDS`."""
+    return newer(name) == (DIFFERENCES[name].field == "added")
+
+
+def missing_field_reason(name: str) -> str:
+    """Why the installed GRPOConfig has no field ``name``: the release, and when the field came or went."""
+    difference = DIFFERENCES[name]
+    package = "TRL" if difference.package == "trl" else difference.package
+    when = f"added in {package} {difference.since}" if difference.field == "added" else f"removed in {package} {difference.since}"
+    return f"{package} {installed(difference.package)} has no {name} ({when})"
+
+
+def portable_tokenizer_config(config: dict[str, Any]) -> dict[str, Any]:
+    """A ``tokenizer_config.json`` that both ends read alike (``tokenizer_config_v5``): extra special tokens under the
+    name both read, a tokenizer class both know, and the model inputs named, so that transformers 4 returns no
+    ``token_type_ids`` (``token_type_ids_dropped``).
+
+    >>> portable_tokenizer_config({"extra_special_tokens": ["<|im_start|>"], "tokenizer_class": "TokenizersBackend"})
+    {'tokenizer_class': 'PreTrainedTokenizerFast', 'additional_special_tokens': ['<|im_start|>'], 'model_input_names': ['input_ids', 'attention_mask']}
+    """
+    config = dict(config)
+    extra = config.pop("extra_special_tokens", None)
+    if isinstance(extra, dict) and extra:
+        config["extra_special_tokens"] = extra  # named tokens: both ends read a mapping
+    elif extra:
+        config["additional_special_tokens"] = list(extra)
+    if config.get("tokenizer_class") == "TokenizersBackend":
+        config["tokenizer_class"] = "PreTrainedTokenizerFast"
+    config.setdefault("model_input_names", ["input_ids", "attention_mask"])
+    return config
+
+
+def generate_inputs(encoding) -> dict[str, Any]:
+    """What a causal LM's ``generate`` takes from a tokenizer's output: input_ids and attention_mask, as TRL's
+    GRPOTrainer hands them (``token_type_ids_dropped``: transformers 4 tokenizers may add token_type_ids)."""
+    return {"input_ids": encoding["input_ids"], "attention_mask": encoding["attention_mask"]}

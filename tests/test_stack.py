@@ -1,0 +1,150 @@
+"""The two ends of the supported range (grpo_lite/machine/stack.py), held against the installed transformers and TRL.
+
+CI runs this file on both stacks (the latest and the T4 notebook stack, .ci/run), so every entry of DIFFERENCES is
+checked once on each side of the release it names: a wrong ``since`` fails on one of them.
+"""
+
+import dataclasses
+import inspect
+import json
+
+import pytest
+import torch
+from packaging.version import Version
+
+from grpo_lite.machine import stack
+from grpo_lite.model.tiny import build_tiny_model, build_tokenizer, save_tokenizer
+
+MESSAGES = [{"role": "user", "content": "What is 3 times 4?"}]
+
+
+def _trl_config_fields() -> set[str]:
+    from trl import GRPOConfig
+
+    cls = next(c for c in GRPOConfig.__mro__ if c.__module__.startswith("trl."))  # TRL's class, not Unsloth's
+    return {f.name for f in dataclasses.fields(cls) if f.init}
+
+
+def test_the_installed_stack_is_inside_the_supported_range_and_each_difference_lies_between_its_ends():
+    for package, (low, high) in stack.SUPPORTED.items():
+        assert Version(low) <= stack.installed(package) <= Version(high), package
+    for name, difference in stack.DIFFERENCES.items():
+        low, high = stack.SUPPORTED[difference.package]
+        assert Version(low) < Version(difference.since) <= Version(high), name
+        assert difference.field in (None, "added", "removed"), name
+
+
+def test_the_grpoconfig_fields_the_table_names_are_there_exactly_where_it_says():
+    fields = _trl_config_fields()
+    for name in stack.CHANGED_FIELDS:
+        assert stack.has_config_field(name) == (name in fields), (name, stack.DIFFERENCES[name])
+
+
+def test_warmup_as_a_ratio_is_warmup_steps_only_from_transformers_5():
+    from trl import GRPOConfig
+
+    kind = next(f.type for f in dataclasses.fields(GRPOConfig) if f.name == "warmup_steps")
+    assert ("float" in str(kind)) == stack.newer("warmup_steps_ratio"), kind
+
+
+def test_apply_chat_template_returns_a_dict_from_transformers_5_and_the_renderer_gives_the_same_ids_on_both():
+    from grpo_lite.data.prompts import prompt_token_ids
+
+    tokenizer = build_tokenizer()
+    returned = tokenizer.apply_chat_template(MESSAGES, add_generation_prompt=True)
+    assert isinstance(returned, list) != stack.newer("chat_template_dict"), type(returned)
+    ids = returned if isinstance(returned, list) else returned["input_ids"]
+    assert prompt_token_ids(tokenizer, MESSAGES, fold_system_prompt=False) == list(ids)
+
+
+def test_a_tokenizer_without_its_own_inputs_adds_token_type_ids_before_transformers_5_and_generate_takes_none():
+    from transformers import PreTrainedTokenizerFast
+
+    plain = PreTrainedTokenizerFast(tokenizer_object=build_tokenizer().backend_tokenizer)
+    assert ("token_type_ids" in plain("2 + 2")) != stack.newer("token_type_ids_dropped")
+    assert "token_type_ids" not in build_tokenizer()("2 + 2")  # grpo-lite's tiny tokenizer names its inputs
+    assert set(stack.generate_inputs(plain("2 + 2", return_tensors="pt"))) == {"input_ids", "attention_mask"}
+
+
+def test_transformers_5_writes_a_tokenizer_config_transformers_4_cannot_read_and_the_portable_one_reads_back(tmp_path):
+    from transformers import AutoTokenizer
+
+    tokenizer = build_tokenizer()
+    tokenizer.save_pretrained(tmp_path / "as-saved")
+    written = json.loads((tmp_path / "as-saved" / "tokenizer_config.json").read_text())
+    assert isinstance(written.get("extra_special_tokens"), list) == stack.newer("tokenizer_config_v5"), written
+    save_tokenizer(tokenizer, tmp_path / "portable")
+    portable = json.loads((tmp_path / "portable" / "tokenizer_config.json").read_text())
+    assert "extra_special_tokens" not in portable and portable["additional_special_tokens"] == ["<|im_start|>", "<|im_end|>"]
+    assert portable["tokenizer_class"] == "PreTrainedTokenizerFast"
+    reloaded = AutoTokenizer.from_pretrained(tmp_path / "portable")
+    assert reloaded.apply_chat_template(MESSAGES, tokenize=False) == tokenizer.apply_chat_template(MESSAGES, tokenize=False)
+    ids = reloaded("<|im_start|>x<|im_end|>")["input_ids"]
+    assert ids == tokenizer("<|im_start|>x<|im_end|>")["input_ids"] and len(ids) == 3  # special tokens stay whole
+    assert set(reloaded("x")) == {"input_ids", "attention_mask"}
+
+
+def test_from_pretrained_keeps_the_checkpoints_dtype_only_from_transformers_5(tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    build_tiny_model(tmp_path, dtype="bfloat16")
+    assert (AutoModelForCausalLM.from_pretrained(tmp_path).dtype == torch.bfloat16) == stack.newer("from_pretrained_dtype_auto")
+    assert AutoModelForCausalLM.from_pretrained(tmp_path, dtype="auto").dtype == torch.bfloat16
+
+
+def test_trls_names_for_rewards_async_rewards_and_data_parallel_are_where_the_table_says():
+    import trl.rewards
+    import trl.trainer.utils
+    from trl import GRPOConfig, GRPOTrainer
+
+    assert hasattr(trl.rewards, "accuracy_reward") == stack.newer("trl_math_rewards")
+    assert hasattr(trl.trainer.utils, "get_callable_name") == stack.newer("reward_callable_name")
+    assert hasattr(trl.trainer.utils, "is_async_callable") == stack.newer("async_reward_objects")
+    assert hasattr(GRPOTrainer, "_generate_single_turn") == stack.newer("generation_helpers")
+    source = inspect.getsource(GRPOTrainer.__init__)
+    assert ("does not support `nn.DataParallel`" in source) == stack.newer("data_parallel_refused")
+    assert ("model.enable_input_require_grads()" in source) == stack.newer("peft_input_grads")
+    assert (GRPOConfig.__dataclass_fields__["vllm_mode"].default == "colocate") == stack.newer("vllm_mode_colocate")
+
+
+@pytest.mark.parametrize("preset", ["cpu-smoke", "t4-16gb", "l4-24gb", "a100-80gb"])
+def test_presets_set_only_fields_the_installed_grpoconfig_has_and_name_the_rest(preset):
+    from grpo_lite.run.presets import preset_values, unavailable_values
+    from grpo_lite.run.settings import resolve_options
+
+    fields = _trl_config_fields()
+    assert set(preset_values(preset)) <= fields
+    assert set(unavailable_values(preset)) == {"vllm_importance_sampling_correction"} - fields
+    warmup = "warmup_steps" if stack.newer("warmup_steps_ratio") else "warmup_ratio"
+    assert preset_values(preset)[warmup] == 0.1
+    options = resolve_options("cpu-smoke", warmup_steps=0)  # the user's warmup replaces the preset's, in either field
+    assert options["warmup_steps"] == 0 and "warmup_ratio" not in options
+
+
+def test_a_field_the_installed_release_still_has_keeps_its_meaning_and_a_removed_one_is_carried_over():
+    from grpo_lite.run.porting import port_overrides
+    from grpo_lite.run.settings import RunSettings
+
+    ported = port_overrides("cpu-smoke", {"warmup_ratio": 0.1, "max_prompt_length": 256, "overwrite_output_dir": True})
+    fields = _trl_config_fields()
+    assert ported.problems == []
+    for name in ("warmup_ratio", "max_prompt_length", "overwrite_output_dir"):
+        assert (name in ported.overrides) == (name in fields), name
+        assert (name in ported.translated) == (name not in fields), name
+    assert ported.overrides.get("warmup_steps") == (None if "warmup_ratio" in fields else 0.1)
+    assert ported.max_prompt_tokens == (None if "max_prompt_length" in fields else 256)
+    # a field neither end has is refused on both, with its fix
+    refused = RunSettings(model="tiny", rewards=["numeric_correctness_reward"], preset="cpu-smoke",
+                          overrides={"vllm_device": "cuda:1", "max_prompt_length": -3}).problems()
+    assert any("vllm_device: TRL removed it" in line for line in refused)
+    assert any("max_prompt_length=-3: give the longest prompt in tokens" in line for line in refused)
+
+
+def test_docs_stacks_names_every_difference_with_its_release():
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "stacks.md").read_text()
+    rows = [line for line in page.splitlines() if line.startswith("| `")]
+    for name, difference in stack.DIFFERENCES.items():
+        release = f"{'TRL' if difference.package == 'trl' else 'transformers'} {difference.since}"
+        assert any(f"`{name}`" in row.split(" | ")[0] and f"| {release} |" in row for row in rows), name
