@@ -1,4 +1,7 @@
-"""Marks for tests of one end of the supported range (grpo_lite/machine/stack.py), each skip with its reason."""
+"""What tests of both ends of the supported range (grpo_lite/machine/stack.py) share: marks for a test of one end, each
+skip with its reason, and the prompts TRL's trainer asks the model, read the same way on both."""
+
+import contextlib
 
 import pytest
 
@@ -21,3 +24,24 @@ def removed_here(*fields: str):
 def newer_only(name: str):
     """For a test of what the newer end does for the difference ``name``: skipped on a release before it."""
     return pytest.mark.skipif(not stack.newer(name), reason=f"{_release(name)}: {stack.DIFFERENCES[name].older}")
+
+
+@contextlib.contextmanager
+def prompts_trl_generates_from(model):
+    """Record the prompt token ids TRL's GRPOTrainer hands ``model.generate`` while it trains: TRL renders and tokenizes
+    the prompts itself (trl/trainer/grpo_trainer.py: _generate_and_score_completions before TRL 1.0, _tokenize_prompts
+    and _generate_single_turn from it), and on both ends it calls generate on the model it was given with the
+    left-padded ``input_ids`` and their ``attention_mask``. Yields the list the ids are added to, padding left out."""
+    asked: list[list[int]] = []
+    real = model.generate
+
+    def recording(*args, **kwargs):
+        for ids, mask in zip(kwargs["input_ids"], kwargs["attention_mask"]):
+            asked.append(ids[mask.bool()].tolist())
+        return real(*args, **kwargs)
+
+    model.generate = recording
+    try:
+        yield asked
+    finally:
+        del model.generate

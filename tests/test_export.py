@@ -50,7 +50,7 @@ def test_a_16bit_merge_is_base_plus_delta_rounded_once_and_a_merge_into_4bit_wei
         q_proj.lora_B["default"].weight.normal_(std=1e-4)
     delta = (q_proj.lora_B["default"].weight.float() @ q_proj.lora_A["default"].weight.float()) * q_proj.scaling["default"]
     export(model, AutoTokenizer.from_pretrained(tiny_model_dir), tmp_path, how="merged_16bit")
-    merged_q = AutoModelForCausalLM.from_pretrained(tmp_path).model.layers[0].self_attn.q_proj.weight.detach()
+    merged_q = AutoModelForCausalLM.from_pretrained(tmp_path, dtype="auto").model.layers[0].self_attn.q_proj.weight.detach()
     assert merged_q.dtype == torch.bfloat16 and not torch.equal(merged_q, base_q)
     assert_merged_in_16bit(merged_q, base_q, delta)
     # what the GPU test asserted before: the merge's change against the delta, which bf16 rounding dominates here

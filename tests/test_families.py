@@ -7,6 +7,7 @@ import pytest
 import torch
 from families import FAMILIES
 from peft import AutoPeftModelForCausalLM
+from stacks import prompts_trl_generates_from
 from transformers import AutoModelForCausalLM
 
 from grpo_lite import export, generate, load_model, prepare_dataset, train
@@ -47,11 +48,13 @@ def test_each_family_prepares_trains_generates_exports_and_reloads(family, tmp_p
     assert (FOLD_LINE in said) == (family.system != "kept")
     assert [m["role"] for m in dataset[0]["prompt"]] == (["system", "user"] if family.system == "kept" else ["user"])
 
-    # train: two steps through TRL, which renders the prompt exactly as grpo-lite does (trl/trainer/grpo_trainer.py,
-    # _tokenize_prompts: the tokenizer's template, add_generation_prompt=True, GRPOConfig.chat_template_kwargs)
-    result = train(model, tokenizer, dataset, [characters_reward], output_dir=tmp_path / "run", **TWO_STEPS)
+    # train: two steps through TRL, which renders the prompts exactly as grpo-lite does: every prompt it asks the model
+    # is one of the dataset's as grpo-lite renders it
+    with prompts_trl_generates_from(model) as asked:
+        result = train(model, tokenizer, dataset, [characters_reward], output_dir=tmp_path / "run", **TWO_STEPS)
     assert result.trainer.state.global_step == 2 and len(result.metrics) == 2
-    assert result.trainer._tokenize_prompts([dataset[0]["prompt"]])[0][0] == prompt_token_ids(tokenizer, dataset[0]["prompt"])
+    rendered = [prompt_token_ids(tokenizer, p) for p in dataset["prompt"]]
+    assert asked and all(ids in rendered for ids in asked)
     assert any(p.abs().sum() > 0 for name, p in result.model.named_parameters() if "lora_B" in name), "LoRA did not move"
 
     # generate, with the prompt rendered as in training

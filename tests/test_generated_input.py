@@ -222,8 +222,12 @@ def _reached(*args, **kwargs):
 
 @contextlib.contextmanager
 def up_to_the_trainer(tiny, captured: dict):
-    """Everything real up to TRL's trainer: the model is the session's tiny one, whatever loads it."""
+    """Everything real up to TRL's trainer: the model is the session's tiny one, whatever loads it. The process's
+    environment is put back afterwards: transformers 4's TrainingArguments writes accelerate's settings into it as it
+    is built (transformers/training_args.py, ``ACCELERATE_DYNAMO_BACKEND`` from torch_compile_backend), and the next
+    input's GRPOConfig would read them."""
     model, tokenizer = tiny
+    environment = dict(os.environ)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr("grpo_lite.model.tiny.build_tiny_model", lambda *a, **k: "tiny")
         patch.setattr("grpo_lite.model.load.load_model", lambda *a, **k: (model, tokenizer))
@@ -240,7 +244,11 @@ def up_to_the_trainer(tiny, captured: dict):
             raise Reached
 
         patch.setattr(trainer, "_grpo_trainer", built)
-        yield
+        try:
+            yield
+        finally:
+            os.environ.clear()
+            os.environ.update(environment)
 
 
 def _refused_by_name(lines: list[str], key: str, value) -> bool:

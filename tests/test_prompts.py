@@ -6,11 +6,13 @@ import json
 import pytest
 import yaml
 from families import BY_NAME, FAMILIES
+from stacks import prompts_trl_generates_from
 
 from grpo_lite import evaluate, generate, load_model, prepare_dataset, preview, train
 from grpo_lite.data.prepare import REASONING_SYSTEM_PROMPT, DatasetError
-from grpo_lite.data.prompts import chat_messages, render_prompt
+from grpo_lite.data.prompts import chat_messages, prompt_token_ids, render_prompt
 from grpo_lite.evaluation.rescore import rescore_run
+from grpo_lite.machine import stack
 from grpo_lite.model import inference
 from grpo_lite.model.load import loaded_as
 from grpo_lite.run.files import RUN_FILE
@@ -127,10 +129,12 @@ def test_a_qwen3_run_with_thinking_off_asks_the_same_prompt_in_training_generate
     monkeypatch.setattr(inference, "_transformers_sample", lambda model, tokenizer, texts, **options: (
         asked.extend(texts), real_sample(model, tokenizer, texts, **options))[1])
 
-    result = train(model, tokenizer, dataset, [characters_reward], output_dir=tmp_path / "run", heldout=dataset, heldout_n=2,
-                   chat_template_kwargs=THINKING_OFF, **ONE_STEP)
-    # TRL's own rendering of the training prompt (trl/trainer/grpo_trainer.py, _tokenize_prompts), thinking off
-    trained = tokenizer.decode(result.trainer._tokenize_prompts([dataset[0]["prompt"]])[0][0])
+    with prompts_trl_generates_from(model) as trl_asked:  # TRL's own rendering of the training prompts, thinking off
+        result = train(model, tokenizer, dataset, [characters_reward], output_dir=tmp_path / "run", heldout=dataset,
+                       heldout_n=2, chat_template_kwargs=THINKING_OFF, **ONE_STEP)
+    trained = tokenizer.decode(prompt_token_ids(tokenizer, dataset[0]["prompt"], THINKING_OFF))
+    assert trl_asked and {tokenizer.decode(ids) for ids in trl_asked} <= {
+        tokenizer.decode(prompt_token_ids(tokenizer, p, THINKING_OFF)) for p in dataset["prompt"]}
     assert trained.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n") and REASONING_SYSTEM_PROMPT in trained
     assert asked.count(trained) == 2  # held-out evaluation before and after training
 
@@ -146,7 +150,9 @@ def test_a_qwen3_run_with_thinking_off_asks_the_same_prompt_in_training_generate
 
     # recorded in run.yaml, with TRL's config, and read back as the run's setting
     record = read_run(tmp_path / "run")
-    assert record.settings.chat_template_kwargs == THINKING_OFF == record.grpo_config["chat_template_kwargs"]
+    assert record.settings.chat_template_kwargs == THINKING_OFF
+    if stack.has_config_field("chat_template_kwargs"):  # before TRL 0.25 they are bound on the tokenizer while training
+        assert record.grpo_config["chat_template_kwargs"] == THINKING_OFF
     assert yaml.safe_load((tmp_path / "run" / RUN_FILE).read_text())["chat_template_kwargs"] == THINKING_OFF
 
 
@@ -176,7 +182,7 @@ def test_chat_template_kwargs_travel_with_the_run_and_a_resume_must_keep_them(fa
     kit = write_launch_kit(tmp_path / "run", tmp_path / "kit", dataset=dataset)
     assert yaml.safe_load((kit / "recipe.yaml").read_text())["chat_template_kwargs"] == THINKING_OFF
     assert show_run(tmp_path / "run", view="log").header["chat template"] == "enable_thinking=False"
-    with pytest.raises(ConfigError, match=r"chat_template_kwargs: \{'enable_thinking': False\} -> None"):
+    with pytest.raises(ConfigError, match=r"chat_template_kwargs: \{'enable_thinking': False\} -> \{\}"):
         train(model, tokenizer, dataset, [characters_reward], output_dir=tmp_path / "run", resume=True, **ONE_STEP)
 
 

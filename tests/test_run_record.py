@@ -97,7 +97,8 @@ def test_run_yaml_round_trips(tmp_path):
     RunRecord(settings, chosen={"backend": "unsloth"}, grpo_config={"beta": 0.04}).write(tmp_path / "run.yaml")
     record = read_run(tmp_path)
     assert record.settings == settings
-    assert record.fixed() == {"model": "m", "backend": "unsloth", "lora_rank": 32, "rewards": ["exact_match_reward"]}
+    assert record.fixed() == {"model": "m", "backend": "unsloth", "lora_rank": 32, "rewards": ["exact_match_reward"],
+                              "chat_template_kwargs": {}}
     assert record.grpo_config == {"beta": 0.04}
 
 

@@ -48,6 +48,12 @@ DIFFERENCES: dict[str, Difference] = {
         "trl", "0.23.0",
         "no such field: generation through vLLM is not corrected for its sampling mismatch (trl/trainer/grpo_config.py)",
         "GRPOConfig.vllm_importance_sampling_correction, default True (trl/trainer/grpo_config.py)", field="added"),
+    "chat_template_kwargs": Difference(
+        "trl", "0.25.0",
+        "no such field: the trainer renders each prompt with tokenizer.apply_chat_template and no keywords "
+        "(trl/data_utils.py, maybe_apply_chat_template; trl/trainer/grpo_trainer.py)",
+        "GRPOConfig.chat_template_kwargs, handed to the chat template with every prompt (trl/trainer/grpo_config.py)",
+        field="added"),
     "multi_objective_aggregation": Difference(
         "trl", "0.27.0", "no such field: weighted rewards are summed, then normalized (trl/trainer/grpo_trainer.py)",
         "GRPOConfig.multi_objective_aggregation, default 'sum_then_normalize' (trl/trainer/grpo_config.py)", field="added"),

@@ -58,7 +58,8 @@ class RunRecord:
         load = self.settings.load
         return {"model": self.settings.model, "backend": self.chosen.get("backend"),
                 "lora_rank": load.lora_rank if load is not None else self.chosen.get("lora_rank"),
-                "rewards": self.settings.rewards}
+                "rewards": self.settings.rewards,
+                "chat_template_kwargs": self.settings.chat_template_kwargs or {}}  # the prompts it was trained on
 
 
 class _RecordDumper(yaml.SafeDumper):

@@ -17,13 +17,12 @@ from .settings import ConfigError
 
 # What a checkpoint's weights, optimizer and sampler state depend on. Anything else (max_steps to extend,
 # save/log frequency) may change between the first run and its resumption.
-RESUME_FIXED_RUN = ("model", "backend", "lora_rank", "rewards")
+RESUME_FIXED_RUN = ("model", "backend", "lora_rank", "rewards", "chat_template_kwargs")
 RESUME_FIXED_CONFIG = (
     "learning_rate", "lr_scheduler_type", "warmup_steps", "warmup_ratio", "weight_decay", "adam_beta1", "adam_beta2",
     "adam_epsilon", "max_grad_norm", "optim", "seed", "per_device_train_batch_size", "gradient_accumulation_steps",
     "num_generations", "generation_batch_size", "steps_per_generation", "max_completion_length", "temperature",
     "top_p", "beta", "loss_type", "scale_rewards", "reward_weights", "epsilon", "epsilon_high", "num_iterations",
-    "chat_template_kwargs",  # the prompts the checkpoint was trained on
 )
 
 

@@ -58,7 +58,7 @@ from ..run.record import RunRecord, reward_reference
 from ..run.resume import resume_checkpoint
 from ..run.settings import REWARD_TIMEOUT, ConfigError, Heldout, RunSettings, resolve_options
 from ..run.stopping import InterruptStops, StopSwitch
-from .trl_compat import generate_with_tokenizer
+from .trl_compat import generate_with_tokenizer, render_with_template_kwargs, template_kwargs_field
 
 
 @dataclass
@@ -270,8 +270,9 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
         ported.asked.add("reward_weights")
     chosen_overrides = {key: value for key, value in vllm_options(model).items() if key not in ported.overrides}
     template = dict(settings.chat_template_kwargs or {})
-    rendering = {"chat_template_kwargs": template} if template else {}  # TRL renders the training prompts with them
-    config = make_config(settings.preset, output_dir=output_dir, **chosen_overrides, **ported.overrides, **rendering)
+    # TRL renders the training prompts with them: as a GRPOConfig field, or bound on the tokenizer where TRL has none
+    config = make_config(settings.preset, output_dir=output_dir, **chosen_overrides, **ported.overrides,
+                         **template_kwargs_field(template))
     _stop_strings_for_vllm(config)
     sources = option_sources(settings.preset, ported, chosen_overrides)
     if is_main_process():  # the run's first words: what grpo-lite chose beyond TRL, then what it translated
@@ -329,7 +330,8 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
         switch,  # last: it acts on stop requests made by the callbacks before it at the same step
     ]
     trainer = _grpo_trainer(model, tokenizer, dataset, guarded, config, watchers)
-    with faults_reported(trainer), generate_with_tokenizer(trainer.model, tokenizer, config):
+    with (faults_reported(trainer), generate_with_tokenizer(trainer.model, tokenizer, config),
+          render_with_template_kwargs(tokenizer, template)):
         trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
         if switch.save:  # after a NaN the last good checkpoint is the result: nothing is saved over it
             trainer.save_model(str(output_dir))  # the Trainer writes from the main process only

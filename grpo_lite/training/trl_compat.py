@@ -19,6 +19,8 @@ import functools
 
 import torch
 
+from ..machine import stack
+
 
 class TorchLogProbFunction:
     """Plain-PyTorch stand-in for ``trl.kernels.ChunkedLogProbFunction`` (same signature and outputs).
@@ -119,3 +121,26 @@ def generate_with_tokenizer(model, tokenizer, config):
         yield
     finally:
         del model.generate
+
+
+def template_kwargs_field(chat_template_kwargs: dict) -> dict:
+    """The GRPOConfig field that hands the run's ``chat_template_kwargs`` to TRL, where the installed GRPOConfig has it
+    (``chat_template_kwargs`` in grpo_lite/machine/stack.py); :func:`render_with_template_kwargs` covers the rest."""
+    return {"chat_template_kwargs": chat_template_kwargs} if chat_template_kwargs and stack.has_config_field("chat_template_kwargs") else {}
+
+
+@contextlib.contextmanager
+def render_with_template_kwargs(tokenizer, chat_template_kwargs: dict):
+    """While training, the tokenizer's chat template gets the run's ``chat_template_kwargs`` where the installed TRL
+    has no field to take them: before TRL 0.25 the trainer renders each prompt with ``tokenizer.apply_chat_template``
+    and no keywords (trl/data_utils.py, maybe_apply_chat_template), so they are bound on this tokenizer for the run,
+    and the prompts it trains on are the ones grpo-lite renders (grpo_lite.data.prompts). Keywords a caller passes
+    still win. Nothing changes where GRPOConfig takes them."""
+    if not chat_template_kwargs or template_kwargs_field(chat_template_kwargs) or "apply_chat_template" in vars(tokenizer):
+        yield
+        return
+    tokenizer.apply_chat_template = functools.partial(tokenizer.apply_chat_template, **chat_template_kwargs)
+    try:
+        yield
+    finally:
+        del tokenizer.apply_chat_template
