@@ -240,7 +240,9 @@ def _engine(row: str, model, tokenizer, prompt: str, tokens: int, gpu: bool):
         # TRL's share of the free memory for the paged cache; on a CPU it would be sized from the machine's RAM (tens of
         # seconds to allocate): there, blocks enough for the dry run's sequences
         paged = ContinuousBatchingConfig(max_memory_percent=0.5) if gpu else ContinuousBatchingConfig(num_blocks=4 * SEQUENCES, max_batch_tokens=1024)
-        config = GenerationConfig(**sampling)
+        # continuous batching has no min_new_tokens: a request ends at EOS or its limit (transformers
+        # generation/continuous_batching/requests.py); -1 disables EOS there, so each sequence makes ``tokens`` tokens
+        config = GenerationConfig(**{**sampling, "eos_token_id": -1})
 
         def generate_paged() -> int:
             done = model.generate_batch(prompts, generation_config=config, continuous_batching_config=paged, progress_bar=False)

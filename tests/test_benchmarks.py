@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
+import transformers.generation
 from stacks import newer_only
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,6 +42,28 @@ def test_gpu_comparison_dry_run_prints_each_row_as_it_ends_then_the_tables(tmp_p
     assert all(r["planned_gb"] > 0 and r["step_time_range"][0] <= r["seconds_per_step"] <= r["step_time_range"][1] for r in train_rows)
     for r in (r for r in rows if r["kind"] == "generate"):
         assert r["gen_tokens"] == 8 * 8 and 0 < r["gen_vs_bandwidth_limit"] < 1 and r["first_call_s"] > 0, r
+
+
+@pytest.mark.skipif(not hasattr(transformers.generation, "ContinuousBatchingConfig"),
+                    reason=f"benchmarks/gpu_compare.py runs on the lock stack; transformers {transformers.__version__} has no ContinuousBatchingConfig")
+@pytest.mark.parametrize("row", ["gen_dynamic", "gen_paged"])
+def test_each_generation_engine_makes_every_token_it_is_timed_for_even_where_eos_is_likely(tmp_path, row):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from grpo_lite.model.tiny import build_tiny_model
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from gpu_compare import SEQUENCES, _engine
+
+    build_tiny_model(tmp_path)
+    model = AutoModelForCausalLM.from_pretrained(tmp_path).eval()
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path)
+    with torch.no_grad():  # EOS now ends most sampled sequences within a few tokens wherever the engine honours it
+        model.lm_head.weight[tokenizer.eos_token_id] += 5.0
+    prompt = tokenizer.apply_chat_template([{"role": "user", "content": "What is 12 + 30?"}], add_generation_prompt=True, tokenize=False)
+    generate = _engine(row, model, tokenizer, prompt, 8, gpu=False)
+    assert [generate() for _ in range(3)] == [SEQUENCES * 8] * 3
 
 
 @pytest.mark.slow

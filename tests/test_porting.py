@@ -1,6 +1,6 @@
 """A GRPO script as its user wrote it (the seed template, an Unsloth notebook, TRL's quick start) means on grpo-lite
 what it meant where it was written: renamed and removed fields are carried over and said once, Unsloth's batch rule
-applies on every backend, and what a preset changes from TRL's defaults is said and recorded (issue 34)."""
+applies on every backend, and what a preset changes from TRL's defaults is said and recorded."""
 
 import dataclasses
 

@@ -1,6 +1,6 @@
 """Sampling settings as an Unsloth GRPO notebook passes them (``GRPOConfig(vllm_sampling_params=SamplingParams(...))``)
 mean on grpo-lite what they meant there, on every backend: carried onto TRL's own generation settings, said once,
-recorded in run.yaml; what has no TRL form is refused with its fix (issue 34)."""
+recorded in run.yaml; what has no TRL form is refused with its fix."""
 
 import json
 

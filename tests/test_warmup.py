@@ -1,5 +1,5 @@
 """A format warm-up before GRPO, as Unsloth's Qwen3 (4B) GRPO notebook does it: a short SFT on formatted examples,
-on the same model and LoRA adapter, then GRPO (issue 34)."""
+on the same model and LoRA adapter, then GRPO."""
 
 import pytest
 import torch
