@@ -1,4 +1,5 @@
-"""The same run config under accelerate with two CPU processes (gloo, loopback only)."""
+"""The same run config under accelerate with two CPU processes (gloo, loopback only), and the process group such a
+launch opens, closed by the command line whether its run ends or fails."""
 
 import json
 import os
@@ -8,6 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch.distributed
+from accelerate.state import AcceleratorState
+
+from grpo_lite.launch.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -40,3 +45,26 @@ def test_two_processes_both_train_and_the_run_files_are_written_once(tmp_path):
     assert log.count("saved the adapter and tokenizer") == 1
     assert (out / "adapter_model.safetensors").exists() and (out / "run.yaml").exists()
     assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-4"]
+
+
+@pytest.fixture
+def world_of_one():
+    """A gloo process group as ``accelerate launch`` opens it in each process, here for this process alone; accelerate's
+    state, which the run reads from the group, is reset after the test for the tests that follow in this process."""
+    torch.distributed.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{_free_port()}", rank=0, world_size=1)
+    yield
+    if torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
+    AcceleratorState._reset_state(reset_partial_state=True)
+
+
+@pytest.mark.parametrize("ending", ["trained", "refused"])
+def test_the_command_line_closes_the_process_group_of_a_launch_whether_its_run_ends_or_fails(world_of_one, tmp_path, ending):
+    # A process that exits with its gloo group open can abort in the interpreter's teardown once training is over
+    # (SIGABRT, "terminate called without an active exception"; pytorch/pytorch#190489): a finished run then fails its launch.
+    config = ROOT / "examples" / "tiny_cpu.yaml"
+    if ending == "refused":
+        config = tmp_path / "run.yaml"
+        config.write_text("model: tiny\ndataset: {builtin: arithmetic}\nrewards: [no_such_reward]\n")
+    assert main(["train", str(config), "--output-dir", str(tmp_path / "run")]) == (0 if ending == "trained" else 2)
+    assert not torch.distributed.is_initialized()

@@ -183,6 +183,19 @@ def main(argv: list[str] | None = None) -> int:
         for line in str(error).splitlines() or [type(error).__name__]:
             print(f"grpo-lite: {line}", file=sys.stderr)
         return 1 if isinstance(error, RunFault) else 2
+    finally:
+        _close_process_group()
+
+
+def _close_process_group() -> None:
+    """Close the process group a launched run opened, before the interpreter exits: gloo's worker threads outliving
+    it abort the process in its teardown ("terminate called without an active exception", pytorch/pytorch#190489)."""
+    if "torch" not in sys.modules:  # plan, score and launch-kit never import torch: no group to close
+        return
+    import torch.distributed
+
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":

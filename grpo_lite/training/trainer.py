@@ -338,6 +338,7 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
             if trainer.is_world_process_zero():
                 tokenizer.save_pretrained(str(output_dir))
                 logger.info(f"saved the adapter and tokenizer to {output_dir}")
+    trainer.accelerator.wait_for_everyone()  # every process returns once the run's files are written
     if switch.error is not None:
         raise switch.error
     return TrainResult(trainer=trainer, output_dir=output_dir, rewards=guarded,
