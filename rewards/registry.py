@@ -82,6 +82,19 @@ def is_file_reference(source: str) -> bool:
     return source.endswith(".py") or "/" in source or "\\" in source
 
 
+def split_file_reference(reference: Any) -> tuple[str, str] | None:
+    """``(file, function)`` of a reference to a reward in a file (``"path/to/file.py:function"``), split at its last
+    colon as :func:`import_reward` splits it; None for any other reference.
+
+    >>> split_file_reference("rewards/mine.py:tidy_reward"), split_file_reference("my_rewards:tidy_reward")
+    (('rewards/mine.py', 'tidy_reward'), None)
+    """
+    if not isinstance(reference, str):
+        return None
+    source, _, function = reference.rpartition(":")
+    return (source, function) if source and is_file_reference(source) else None
+
+
 def _import_file(source: str, reference: str) -> ModuleType:
     """The module in the file ``source`` (a path from the working folder), run once per process."""
     path = Path(source).expanduser()

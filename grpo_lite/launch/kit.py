@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from rewards.registry import is_file_reference
+from rewards.registry import split_file_reference
 
 from ..log import logger
 from ..run.record import read_run
@@ -160,9 +160,9 @@ def write_launch_kit(source: Any, out_dir: str | Path, *, dataset=None, heldout=
 def _shipped(reference: Any, out: Path) -> Any:
     """A reward imported from a file, as the kit's recipe names it: the file copied beside the recipe, which ``grpo-lite
     train`` reads reward files relative to; any other reference as it is."""
-    source, _, function = reference.rpartition(":") if isinstance(reference, str) else ("", "", "")
-    if not (source and is_file_reference(source)):
+    if (parts := split_file_reference(reference)) is None:
         return reference
+    source, function = parts
     shutil.copyfile(source, out / Path(source).name)
     return f"{Path(source).name}:{function}"
 

@@ -24,7 +24,7 @@ from functools import reduce
 from pathlib import Path
 from typing import Any
 
-from rewards.registry import is_file_reference
+from rewards.registry import split_file_reference
 
 from ..run.files import fresh_run_dir, run_name, say_fresh_run_dir
 from ..run.settings import ConfigError, RunSettings, read_yaml
@@ -48,8 +48,8 @@ def read_recipe(path: str | Path) -> RunSettings:
     if isinstance(heldout, dict) and "path" in heldout:
         settings.heldout.data = {**heldout, "path": beside(heldout["path"])}
     if isinstance(settings.rewards, list):  # path/to/file.py:function
-        settings.rewards = [":".join([beside(r.rpartition(":")[0]), r.rpartition(":")[2]])
-                            if isinstance(r, str) and is_file_reference(r.rpartition(":")[0]) else r for r in settings.rewards]
+        settings.rewards = [f"{beside(parts[0])}:{parts[1]}" if (parts := split_file_reference(r)) else r
+                            for r in settings.rewards]
     return settings
 
 
