@@ -259,9 +259,11 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
     """:func:`train` for a run given as one :class:`RunSettings`, whose ``heldout.data`` is a prepared dataset."""
     settings.validate(model_loaded=True, resume=resume)
     dataset = _training_rows(dataset)
-    output_dir = Path(settings.output_dir) if settings.output_dir is not None else fresh_run_dir(run_name(settings.model))
     if settings.output_dir is None:
+        output_dir = fresh_run_dir(run_name(settings.model))
         say_fresh_run_dir(output_dir)
+    else:
+        output_dir = Path(settings.output_dir)
     funcs, set_weights = resolve_rewards(settings.rewards)
     weights = settings.reward_weights if settings.reward_weights is not None else set_weights
     ported = port_overrides(settings.preset, settings.overrides)  # what a script written for older TRL meant
