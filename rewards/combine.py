@@ -82,6 +82,7 @@ class Combined:
             raise RewardError("Combined needs at least one reward function")
         self.parts = parts
         self.__name__ = name
+        self.runs_code = any(getattr(part, "runs_code", False) for part in parts)
 
     def __call__(self, prompts=None, completions=(), **kwargs) -> list[float | None]:
         columns = [part(prompts=prompts, completions=completions, **kwargs) for part in self.parts]

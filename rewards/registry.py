@@ -19,7 +19,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from . import code, correctness, format, length, presets, style
+from . import code, correctness, format, length, presets, sandbox, style
 from .combine import RewardSet, Weighted, reward_name
 from .errors import RewardError
 
@@ -215,4 +215,15 @@ def resolve_rewards(rewards: Any) -> tuple[list[Callable], list[float] | None]:
             weights.append(part.weight if weighted else 1.0)
     for func in funcs:
         _check_signature(func)
+    if any(_runs_code(func) for func in funcs):
+        sandbox.isolation()  # refused here, before a model loads, when programs could not be run safely
     return funcs, (weights if any(w != 1.0 for w in weights) else None)
+
+
+def _runs_code(func: Callable) -> bool:
+    """Whether a reward runs the model's programs: it says so, or wraps one that does (partials, adaptive weights)."""
+    while func is not None:
+        if getattr(func, "runs_code", False):
+            return True
+        func = getattr(func, "func", None)
+    return False

