@@ -31,9 +31,10 @@ Two programs can also run side by side in two sandboxes, joined only by a pair o
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import functools
 import os
-import queue
+import random
 import shutil
 import signal
 import stat
@@ -58,17 +59,25 @@ MODE_VARIABLE = "GRPO_LITE_SANDBOX"  # "rlimits" opts in to the fallback by name
 # The shared places where a program of the fallback can leave files for a later one (world-writable on Debian and
 # Ubuntu): emptied of what the slot's user left after each run.
 SHARED_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue", "/run/lock")
-# keyctl(2)'s number per architecture (the kernel's syscall tables); KEYCTL_JOIN_SESSION_KEYRING = 1
+# keyctl(2)'s number per architecture (the kernel's syscall tables)
 _KEYCTL = {"x86_64": 250, "aarch64": 219, "riscv64": 219, "ppc64le": 289, "s390x": 280, "i686": 288, "armv7l": 311}
-# Runs first in the sandboxed interpreter, before the program: a new anonymous session keyring (a seccomp policy that
-# forbids keyctl, ENOSYS or EPERM, forbids it to the program as well), then main.py as __main__.
+# Runs first in the sandboxed interpreter, before the program. Keys outlive a process in the user's keyrings (@u, @us)
+# and its persistent keyring, which a later program of the same slot uid would find: all three are emptied
+# (KEYCTL_CLEAR 7, KEYCTL_GET_PERSISTENT 22); then the process joins a new anonymous session keyring
+# (KEYCTL_JOIN_SESSION_KEYRING 1), so the trainer's session keyring is out of reach. A seccomp policy that forbids
+# keyctl (ENOSYS, EPERM) forbids it to the program as well. Then main.py runs as __main__.
 _BOOT = (
     "import ctypes, platform, runpy, sys\n"
-    f"keyctl = {_KEYCTL!r}.get(platform.machine())\n"
+    f"number = {_KEYCTL!r}.get(platform.machine())\n"
     "libc = ctypes.CDLL(None, use_errno=True)\n"
-    "if keyctl is None or (libc.syscall(keyctl, 1, None) < 0 and ctypes.get_errno() not in (1, 38)):\n"
+    "libc.syscall.restype = ctypes.c_long\n"
+    "keyctl = lambda *args: -1 if number is None else libc.syscall(ctypes.c_long(number), *map(ctypes.c_long, args))\n"
+    "persistent = keyctl(22, -1, -3)\n"
+    "for ring in (-4, -5) + ((persistent,) if persistent > 0 else ()):\n"
+    "    keyctl(7, ring)\n"
+    "if keyctl(1, 0) < 0 and ctypes.get_errno() not in (1, 38):\n"
     "    raise SystemExit('grpo-lite sandbox: could not give the program a fresh session keyring')\n"
-    "del ctypes, platform, keyctl, libc\n"
+    "del ctypes, platform, number, libc, keyctl, persistent\n"
     "sys.argv = sys.argv[1:]\n"
     "runpy.run_path(sys.argv[0], run_name='__main__')\n"
 )
@@ -188,9 +197,9 @@ def isolation() -> Isolation:
 
 @functools.lru_cache(maxsize=1)
 def _util_linux() -> dict[str, str]:
-    tools = {name: shutil.which(name, path="/usr/bin:/bin:/usr/sbin:/sbin") for name in ("setpriv", "prlimit")}
+    tools = {name: shutil.which(name, path="/usr/bin:/bin:/usr/sbin:/sbin") for name in ("setpriv", "prlimit", "ipcrm")}
     if not all(tools.values()):
-        raise SandboxUnavailable(f"the sandbox needs setpriv and prlimit from util-linux (apt install util-linux); found {tools}")
+        raise SandboxUnavailable(f"the sandbox needs setpriv, prlimit and ipcrm from util-linux (apt install util-linux); found {tools}")
     return tools
 
 
@@ -249,9 +258,30 @@ def _command(isolation_: Isolation, workdir: Path, program: Program, budget: _Bu
     ]
 
 
-_free_uids: queue.SimpleQueue = queue.SimpleQueue()
-for _uid in SANDBOX_UIDS:
-    _free_uids.put(_uid)
+SLOTS_FOLDER = Path("/run/grpo-lite-sandbox")  # root's, mode 0700: no program can take or hold a slot's lock
+
+
+class _Slot:
+    """A sandbox uid held by this program alone, across every process on the machine (two trainers, the ranks of
+    one run): an exclusive ``flock`` on the uid's lock file, released when the program ends or its holder dies, so
+    no one else's reaping kills its processes or removes its files."""
+
+    def __init__(self):
+        SLOTS_FOLDER.mkdir(mode=0o700, parents=True, exist_ok=True)
+        while True:
+            for uid in random.sample(SANDBOX_UIDS, len(SANDBOX_UIDS)):
+                lock = os.open(SLOTS_FOLDER / f"{uid}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    os.close(lock)
+                    continue
+                self.uid, self.lock = uid, lock
+                return
+            time.sleep(0.01)
+
+    def release(self) -> None:
+        os.close(self.lock)
 _fallback_turn = threading.Lock()  # the fallback shares /tmp and friends between programs: one program at a time
 
 
@@ -309,6 +339,23 @@ def remove_leftovers(uid: int, places: Sequence[str] = SHARED_WRITABLE) -> list[
     return removed
 
 
+def remove_ipc_objects(uid: int) -> list[str]:
+    """Delete the System V shared memory segments, message queues and semaphore sets ``uid`` created: without an
+    IPC namespace of its own, they outlive the program and a later one could read them."""
+    removed = []
+    for kind, flag in (("shm", "-m"), ("msg", "-q"), ("sem", "-s")):
+        try:
+            header, *rows = Path(f"/proc/sysvipc/{kind}").read_text().splitlines()
+        except OSError:  # no System V IPC in this kernel
+            continue
+        columns = header.split()
+        for row in map(str.split, rows):
+            if int(row[columns.index("cuid")]) == uid or int(row[columns.index("uid")]) == uid:
+                subprocess.run([_util_linux()["ipcrm"], flag, row[1]], capture_output=True)
+                removed.append(f"{kind} {row[1]}")
+    return removed
+
+
 def _why_killed(returncode: int | None, timed_out: bool, stderr: str, bubblewrap: bool) -> str | None:
     if timed_out:
         return "timeout"
@@ -331,7 +378,8 @@ class _Sandboxed:
 
     def __init__(self, program: Program, isolation_: Isolation, *, timeout: float, memory_mb: int, fds: tuple[int, ...] = ()):
         self.isolation = isolation_
-        self.uid = _free_uids.get() if os.geteuid() == 0 else None
+        self.slot = _Slot() if os.geteuid() == 0 else None
+        self.uid = self.slot.uid if self.slot else None
         # The process limit counts every process of the user: a user that is not root keeps what it already runs.
         max_processes = MAX_PROCESSES if self.uid is not None else MAX_PROCESSES + len(processes_of(os.getuid()))
         self.workdir = Path(tempfile.mkdtemp(prefix="grpo-lite-sandbox-"))
@@ -396,7 +444,8 @@ class _Sandboxed:
             _reap(self.uid)
             if self.isolation.name != "bubblewrap":
                 remove_leftovers(self.uid)
-            _free_uids.put(self.uid)
+                remove_ipc_objects(self.uid)
+            self.slot.release()
         shutil.rmtree(self.workdir, ignore_errors=True)
         shutil.rmtree(self.outputs, ignore_errors=True)
 
