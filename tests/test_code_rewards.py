@@ -111,3 +111,47 @@ def test_programs_run_and_pass_inside_the_trainer(reward, tiny_model, tmp_path):
           max_steps=1, num_generations=4, per_device_train_batch_size=4, max_completion_length=8)
     name = reward.func.__name__
     assert read_metrics(tmp_path)[0][f"rewards/{name}/mean"] == 2.0
+
+
+CHECKS_OF_EVERY_SHAPE = [
+    {"assert": "set(solution([3, 1, 3])) == set([1, 3])"},
+    {"assert": "solution([2, 2]) == [2]"},
+    {"assert": "collections.Counter(solution([5, 5, 4])) == collections.Counter({4: 1, 5: 1})"},
+    {"assert": "solution([10]) != [bin(10)]"},
+    {"assert": "all(solution([i, i]) == [i] for i in range(4))"},
+    {"assert": "list(Dedup().unique_sorted([3, 3])) == [3]"},
+    {"assert": "list(pairs(3)) == [(0, 1), (1, 2)]"},
+    {"assert": "isinstance(solution([1]), list) and LIMIT == 10"},
+    {"assert": "assert solution([1, 1]) == [1], 'duplicates are removed'"},
+]
+DEDUP = """```python
+LIMIT = 10
+def solution(xs):
+    return sorted(set(xs))
+class Dedup:
+    def unique_sorted(self, xs):
+        yield from solution(xs)
+def pairs(n):
+    for i in range(n - 1):
+        yield (i, i + 1)
+```"""
+
+
+def test_checks_of_every_shape_run_in_the_grader_with_the_programs_values():
+    """Comprehensions, the grader's own builtins and modules, a class's methods, generators, the program's
+    constants and an assert statement with its message: each check passes for a right program, and a wrong one
+    (no deduplication, another constant) fails exactly the checks its mistakes reach."""
+    assert code_execution_reward(completions=[DEDUP], test_cases=[CHECKS_OF_EVERY_SHAPE]) == [2.0]
+    wrong = DEDUP.replace("return sorted(set(xs))", "return list(xs)").replace("LIMIT = 10", "LIMIT = 9")
+    scores = CodeExecutionReward(partial_credit=True)(completions=[wrong] * len(CHECKS_OF_EVERY_SHAPE),
+                                                      test_cases=[[case] for case in CHECKS_OF_EVERY_SHAPE])
+    assert scores == [2.0, 0.0, 0.0, 2.0, 0.0, 0.0, 2.0, 0.0, 0.0]
+
+
+def test_a_program_cannot_shadow_the_graders_builtins_nor_answer_with_objects():
+    """The program's ``sorted`` and ``set`` stay in its process: the check uses the grader's. A value that is not
+    plain data (an object equal to everything, an int subclass) can't be compared, so the check fails."""
+    shadows = "```python\ndef sorted(xs):\n    return [1, 3]\nset = lambda xs: {1, 3}\ndef solution(xs):\n    return xs\n```"
+    int_subclass = "```python\nclass Nine(int):\n    def __eq__(self, other):\n        return True\ndef solution(x):\n    return Nine(0)\n```"
+    checks = [{"assert": "sorted(solution([3, 2])) == [1, 3]"}, {"assert": "set(solution([2])) == {1, 3}"}]
+    assert code_execution_reward(completions=[shadows, int_subclass], test_cases=[checks, ASSERTS[:1]]) == [0.0, 0.0]
