@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         "|---|---:|",
         f"| trivial program, plain subprocess (baseline) | {plain:.1f} programs |",
         f"| trivial program, sandboxed | {sandboxed:.1f} programs |",
-        f"| 5-assert solution graded by `code_execution_reward` (1 program) | {asserts:.1f} solutions |",
+        f"| 5-assert solution graded by `code_execution_reward` (the program and its grader, 2 sandboxes) | {asserts:.1f} solutions |",
         f"| 5-test stdin/stdout solution graded (5 programs) | {stdin:.1f} solutions |",
         f"| trivial program, sandboxed, from a process holding {TRAINER_MIB} MiB (a trainer) | {from_trainer:.1f} programs |",
         "",

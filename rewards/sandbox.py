@@ -56,9 +56,6 @@ MAX_OPEN_FILES = 64
 MAX_FILE_MB = 16
 SCRATCH_SHARE = 4  # 1/4 of memory_mb goes to the writable places (/work, /tmp, /dev/shm); the address space gets the rest
 MODE_VARIABLE = "GRPO_LITE_SANDBOX"  # "rlimits" opts in to the fallback by name; "bubblewrap" insists on it
-# The shared places where a program of the fallback can leave files for a later one (world-writable on Debian and
-# Ubuntu): emptied of what the slot's user left after each run.
-SHARED_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue", "/run/lock")
 # keyctl(2)'s number per architecture (the kernel's syscall tables)
 _KEYCTL = {"x86_64": 250, "aarch64": 219, "riscv64": 219, "ppc64le": 289, "s390x": 280, "i686": 288, "armv7l": 311}
 # Runs first in the sandboxed interpreter, before the program. Keys outlive a process in the user's keyrings (@u, @us)
@@ -175,6 +172,7 @@ def isolation() -> Isolation:
     if mode not in ("auto", "bubblewrap", "rlimits"):
         raise SandboxUnavailable(f"{MODE_VARIABLE}={mode!r}: use 'bubblewrap' (the default), or 'rlimits' to opt in to the weaker fallback")
     if mode == "rlimits":
+        shared_writable_places()  # found once, now, rather than after the first program
         return _fallback("bubblewrap not used")
     failures = []
     for binary in _bwrap_binaries():
@@ -317,11 +315,37 @@ def _reap(uid: int, wait_seconds: float = 2.0) -> None:
         time.sleep(0.002)
 
 
-def remove_leftovers(uid: int, places: Sequence[str] = SHARED_WRITABLE) -> list[str]:
+@functools.lru_cache(maxsize=1)
+def shared_writable_places() -> tuple[str, ...]:
+    """The world-writable folders a sandbox uid can reach (through folders others may enter), found once: where a
+    program of the fallback can leave files for a later one (``/tmp``, ``/var/tmp``, ``/dev/shm``, ``/run/lock`` on
+    Debian and Ubuntu, and whatever else this machine has). A few seconds, and only in the opted-in fallback."""
+    found = []
+    for folder, subfolders, _ in os.walk("/", topdown=True):
+        entered = []
+        for name in subfolders:
+            path = os.path.join(folder, name)
+            if path in ("/proc", "/sys"):
+                continue
+            try:
+                info = os.lstat(path)
+            except OSError:
+                continue
+            if stat.S_ISLNK(info.st_mode) or not info.st_mode & stat.S_IXOTH:  # others cannot reach below it
+                continue
+            if info.st_mode & stat.S_IWOTH:
+                found.append(path)
+            else:
+                entered.append(name)
+        subfolders[:] = entered
+    return tuple(found)
+
+
+def remove_leftovers(uid: int, places: Sequence[str] | None = None) -> list[str]:
     """Delete what ``uid`` left in the shared writable places (its files and folders, however deep, below folders
     it could write to), so the next program finds nothing of it. Returns what was removed."""
     removed = []
-    for place in places:
+    for place in shared_writable_places() if places is None else places:
         for folder, subfolders, names in os.walk(place, topdown=True):
             kept = []
             for name in subfolders + names:
