@@ -308,10 +308,11 @@ def test_every_refusal_is_a_user_error(tmp_path, tiny_model):
 
 
 # A raise of a plain library exception left in the packages is one of these: a reward call's own fault (the guard
-# scores that batch None and says why), or an invariant of grpo-lite's own code. None refuses what a user gave.
+# scores that batch None and says why), a check that fails inside the code grader's sandbox, or an invariant of
+# grpo-lite's own code. None refuses what a user gave.
 NOT_REFUSALS = {
     ("rewards/extract.py", "TypeError"), ("rewards/length.py", "ValueError"), ("rewards/correctness.py", "ValueError"),
-    ("rewards/code.py", "ValueError"), ("rewards/code.py", "TypeError"), ("rewards/sandbox.py", "RuntimeError"),
+    ("rewards/code.py", "ValueError"), ("rewards/grading.py", "TypeError"),
     ("grpo_lite/data/arithmetic.py", "ValueError"), ("grpo_lite/monitor/figure.py", "ValueError"),
     ("grpo_lite/guards/time_limit.py", "ValueError"), ("grpo_lite/guards/time_limit.py", "RuntimeError"),
     ("grpo_lite/monitor/stop_button.py", "RuntimeError"),

@@ -1,6 +1,7 @@
 """Hostile programs are contained: each call returns, nothing outside the work dir changes, no secret
 leaks, no process outlives the run, and the next program runs normally."""
 
+import fcntl
 import os
 import socket
 import textwrap
@@ -14,7 +15,17 @@ from rewards.sandbox import SANDBOX_UIDS, isolation, processes_of, run_batch, ru
 
 
 def sandbox_processes() -> list[int]:
-    return [pid for uid in SANDBOX_UIDS for pid in processes_of(uid)]
+    """Processes of the sandbox uids no program holds now: what outlived a run. (A uid whose slot is held runs a
+    program of another test process or trainer on this machine.)"""
+    leaked = []
+    for uid in SANDBOX_UIDS:
+        with open(sandbox.SLOTS_FOLDER / f"{uid}.lock", "a") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue
+            leaked += processes_of(uid)
+    return leaked
 
 
 @pytest.fixture
