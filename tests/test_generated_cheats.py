@@ -615,13 +615,6 @@ def fetch():
     return None
 """),
 }
-PLANTED_HOLES = {
-    ("a POSIX message queue", "rlimits"): "POSIX message queues outlive the run: nothing removes them",
-    ("a key in its user, user-session and persistent keyrings", "rlimits"):
-        "a key in the slot uid's keyrings stays readable by other uids until that uid runs again",
-}
-
-
 def remove_planted(name: str, ipc_key: int) -> None:
     """Whatever a planter left on the machine, removed as root."""
     if os.path.exists(f"/tmp/{name}"):
@@ -639,8 +632,6 @@ def remove_planted(name: str, ipc_key: int) -> None:
 @pytest.mark.parametrize("mode", ["bubblewrap", "rlimits"], indirect=True, scope="module")
 @pytest.mark.parametrize("channel", PLANTED)
 def test_an_answer_left_by_an_earlier_program_earns_nothing_later(channel, mode, request):
-    if (channel, mode) in PLANTED_HOLES:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=PLANTED_HOLES[channel, mode]))
     if "key" in channel and not (ADD_KEY and KEYCTL):
         pytest.skip(f"no keyring call numbers for {platform.machine()}")
     name, ipc_key = f"grpo-lite-planted-{secrets.token_hex(6)}", secrets.randbits(30)

@@ -6,8 +6,9 @@ is refused unless the user opts in with GRPO_LITE_SANDBOX=rlimits, and with the 
 "partly open": some of the channel's programs get through in the fallback (each program says which).
 
 Every program aims at something of the trainer's that holds a secret it is never given (a file, a key, a listener,
-a process): it reached its channel when that secret, connection or effect shows. HOLES lists what gets through
-although the table says closed; those tests are strict xfails, so the day a hole closes its test says so.
+a process): it reached its channel when that secret, connection or effect shows. Memory is bounded for a whole
+program, all its processes and pipes and the files it writes in RAM, only where a memory cgroup can be made (root, a
+writable cgroup file system, as here and in CI); elsewhere each process is bounded on its own, as documented.
 """
 
 import ctypes
@@ -40,6 +41,7 @@ CLOSED = "closed"
 OPEN = "open (opt-in)"
 PARTLY_OPEN = "partly open (opt-in)"
 MODES = ("bubblewrap", "rlimits")
+MEMORY_CGROUP = sandbox.memory_cgroups() is not None
 CHANNELS = {
     "files":                          {"bubblewrap": CLOSED, "rlimits": PARTLY_OPEN},
     "memory":                         {"bubblewrap": CLOSED, "rlimits": PARTLY_OPEN},
@@ -210,6 +212,25 @@ def leftover_file(place):
     )
 
 
+
+
+def held_in_the_fallback(*places: str) -> str:
+    """What the fallback promises for files written to ``places``: in RAM (tmpfs) they are charged to the program's
+    memory cgroup, where there is one; on disk, or without a cgroup, only each file's size is capped."""
+    mounts = [line.split() for line in Path("/proc/self/mounts").read_text().splitlines()]
+
+    def on_tmpfs(place: str) -> bool:
+        path = os.path.realpath(place)
+        mount = max((m for m in mounts if path == m[1] or path.startswith(m[1].rstrip("/") + "/")), key=lambda m: len(m[1]))
+        return mount[2] == "tmpfs"
+
+    return CLOSED if MEMORY_CGROUP and all(map(on_tmpfs, places)) else OPEN
+
+
+# A program's processes and pipes are bounded together only by a memory cgroup.
+BOUNDED_BY_THE_CGROUP = {"allocate in forked processes that stay alive", "every writable place, pipe buffers and allocation at once"}
+
+
 def storing(name, body, fallback=CLOSED):
     return Hostile("memory", name, STORE + textwrap.dedent(body), held_more_than_memory_mb, fallback)
 
@@ -238,7 +259,7 @@ CORPUS = [
 
     storing("allocate in one process", 'print("stored", allocate(GOAL))'),
     storing("allocate in forked processes that stay alive", """
-        stored = 0
+        stored, children = 0, []
         while stored < GOAL:
             report, tell = os.pipe()
             try:
@@ -251,12 +272,14 @@ CORPUS = [
             got = os.read(report, 1)
             if not got or not got[0]:
                 break
+            children.append((child, got[0]))
             stored += got[0]
-        print("stored", stored)
+        time.sleep(0.2)
+        print("stored", sum(held for child, held in children if os.waitpid(child, os.WNOHANG) == (0, 0)))
     """),
-    storing("fill the work dir", 'print("stored", fill_files(".", GOAL))', fallback=OPEN),
-    storing("fill /tmp", 'print("stored", fill_files("/tmp", GOAL))', fallback=OPEN),
-    storing("fill /dev/shm", 'print("stored", fill_files("/dev/shm", GOAL))', fallback=OPEN),
+    storing("fill the work dir", 'print("stored", fill_files(".", GOAL))', fallback=held_in_the_fallback(tempfile.gettempdir())),
+    storing("fill /tmp", 'print("stored", fill_files("/tmp", GOAL))', fallback=held_in_the_fallback("/tmp")),
+    storing("fill /dev/shm", 'print("stored", fill_files("/dev/shm", GOAL))', fallback=held_in_the_fallback("/dev/shm")),
     storing("every writable place, pipe buffers and allocation at once", """
         stored = 0
         for place in (".", "/tmp", "/dev/shm"):
@@ -264,7 +287,7 @@ CORPUS = [
         stored += fill_pipes(GOAL - stored)
         stored += allocate(GOAL - stored)
         print("stored", stored)
-    """, fallback=OPEN),
+    """, fallback=held_in_the_fallback(tempfile.gettempdir(), "/tmp", "/dev/shm")),
 
     Hostile("processes and signals", "fork bomb", SPAWN + textwrap.dedent(f"""
         count = 1
@@ -414,25 +437,6 @@ CORPUS = [
         rt.mq_send(queue, TOKEN.encode(), len(TOKEN), 0)
     """), leaked("planted"), look=IPC + "print(read_queue('/' + TARGET['leftover']))"),
 ]
-
-# What programs reach although CHANNELS says closed: (program, mode) -> why.
-FORKED = "the address-space limit is per process: each of up to 32 processes may hold 3/4 of memory_mb"
-PLANTS_KEYS = ("the sandbox's start links each program's persistent keyring (KEYCTL_GET_PERSISTENT(-1, -3), before it joins a "
-               "fresh session keyring) into the trainer's session keyring: what a program adds there, the trainer's key "
-               "searches find, and in bubblewrap every run links one more keyring, charged to its slot uid")
-HOLES = {
-    ("plant a key where the trainer's key search finds it", "bubblewrap"): PLANTS_KEYS,
-    ("plant a key where the trainer's key search finds it", "rlimits"): PLANTS_KEYS,
-    ("allocate in forked processes that stay alive", "bubblewrap"): FORKED,
-    ("allocate in forked processes that stay alive", "rlimits"): FORKED,
-    ("every writable place, pipe buffers and allocation at once", "bubblewrap"):
-        "pipe buffers (up to 1 MiB a pipe, ~30 MiB a process) are kernel memory outside the address space and the tmpfs caps",
-    ("a key linked into its user, user-session and persistent keyrings", "rlimits"):
-        "a key linked into the slot uid's keyrings with open permissions stays readable by other uids until that uid runs again",
-    ("a POSIX message queue", "rlimits"):
-        "POSIX message queues outlive the run: nothing removes them (and /dev/mqueue, where they would show, is not mounted here)",
-}
-
 
 class Listeners:
     """The trainer's sockets: TCP and UDP ports on loopback, a unix socket any user may connect to and an abstract
@@ -694,9 +698,9 @@ def run_against(hostile: Hostile, scene: Scene):
 
 @pytest.mark.parametrize("mode", MODES, indirect=True, scope="module")
 @pytest.mark.parametrize("hostile", CORPUS, ids=[hostile.name for hostile in CORPUS])
-def test_hostile_program(hostile, mode, scene, monkeypatch, request):
-    if (hostile.name, mode) in HOLES:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=HOLES[hostile.name, mode]))
+def test_hostile_program(hostile, mode, scene, monkeypatch):
+    if hostile.name in BOUNDED_BY_THE_CGROUP and not MEMORY_CGROUP:
+        pytest.skip(f"no memory cgroup here: {sandbox._memory_reason()} (docs/security.md)")
     if "key" in hostile.name and not scene.trainer.key:
         pytest.skip(f"no keyring call numbers for {platform.machine()}")
     if "setuid" in hostile.name and not SETUID_BINARIES:
@@ -720,7 +724,6 @@ def test_the_table_matches_the_corpus():
     for channel, promises in CHANNELS.items():
         assert promises["bubblewrap"] == CLOSED
         assert by_channel[channel] == (set() if channel == GRADER_CHANNEL else summary[promises["rlimits"]]), channel
-    assert {name for name, _ in HOLES} <= {hostile.name for hostile in CORPUS}
 
 
 @pytest.fixture
@@ -749,3 +752,17 @@ def test_code_rewards_are_refused_without_the_opt_in(without_bubblewrap):
         code_execution_reward(completions=[square], test_cases=[[{"assert": "solution(3) == 9"}]])
     with pytest.raises(SandboxUnavailable):
         rewards.resolve_rewards(["code"])
+
+
+def test_the_threat_model_page_lists_these_channels_and_promises():
+    """docs/security.md's channel table is CHANNELS: the same channels, and for each mode the promise its cell
+    opens with (closed, open, partly open)."""
+    page = (Path(__file__).resolve().parents[1] / "docs" / "security.md").read_text()
+    section = page.split("## Channels", 1)[1].split("\n## ", 1)[0]
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in section.splitlines() if line.startswith("| ")]
+    promised = {row[0]: (row[2], row[3]) for row in rows[1:]}
+    words = {CLOSED: "closed", OPEN: "**open**", PARTLY_OPEN: "partly open"}
+    assert list(promised) == list(CHANNELS)
+    for channel, (bubblewrap, rlimits) in promised.items():
+        assert bubblewrap.startswith(words[CHANNELS[channel]["bubblewrap"]]), channel
+        assert rlimits.startswith(words[CHANNELS[channel]["rlimits"]]), channel
