@@ -10,7 +10,9 @@ The display stays small however many rows: problems one line per kind and functi
 first ``report.rows_shown`` rows and how many more there are.
 
 Rows are dicts with ``completion`` (a string or chat messages) and optionally ``prompt``, ``answer``,
-``completion_ids`` (the completion's token ids, for length rewards) and any other column a reward reads.
+``completion_ids`` (the completion's token ids, for length rewards) and any other column a reward reads. A missing
+value is None however it is spelt (a DataFrame's NaN: :func:`rewards.extract.is_missing`), so a missing gold answer
+reaches the rewards as None.
 Rows that share a prompt form a GRPO group: the lab shows the advantage each completion would get from the
 trainer (same formula as the installed TRL) and flags groups where every completion ties, which teach the
 model nothing.
@@ -33,7 +35,7 @@ from .correctness import final_answer, gold_answers
 from .diagnoses import DIAGNOSIS, TIE
 from .display import RichReport
 from .errors import RewardError
-from .extract import completion_text, is_data_frame
+from .extract import completion_text, is_data_frame, is_missing
 from .registry import resolve_rewards
 
 RESERVED = ("prompt", "completion", "completion_ids")
@@ -331,9 +333,10 @@ def check_rewards(
 
 
 def records(samples: Any) -> list[dict[str, Any]]:
-    """Rows as dicts from a list of dicts, a ``datasets.Dataset`` or a pandas DataFrame (by its columns)."""
+    """Rows as dicts from a list of dicts, a ``datasets.Dataset`` or a pandas DataFrame (by its columns), each missing
+    value None."""
     if is_data_frame(samples):
-        return samples.to_dict(orient="records")
+        samples = samples.to_dict(orient="records")
     if isinstance(samples, (str, bytes, dict)) or not isinstance(samples, Iterable):
         raise RewardError(f"samples is a {type(samples).__name__}: pass rows, a list of dicts like {{'prompt': ..., "
                           "'completion': ..., 'answer': ...}, a datasets.Dataset or a pandas DataFrame")
@@ -341,7 +344,7 @@ def records(samples: Any) -> list[dict[str, Any]]:
     bad = next((i for i, row in enumerate(rows) if not isinstance(row, dict)), None)
     if bad is not None:
         raise RewardError(f"sample {bad} is a {type(rows[bad]).__name__}, expected a dict of column -> value")
-    return [dict(row) for row in rows]
+    return [{key: None if is_missing(value) else value for key, value in row.items()} for row in rows]
 
 
 def _trainer_state():

@@ -81,13 +81,14 @@ class TrainResult:
 
 
 def _training_rows(dataset):
-    """The training rows as a ``datasets.Dataset`` (a pandas DataFrame becomes one), checked: a ``prompt`` column whose
-    every prompt a chat template can render (:func:`check_prompts`), and at least one row."""
+    """The training rows as a ``datasets.Dataset`` (a pandas DataFrame becomes one) whose missing values are None
+    (:func:`as_dataset`), checked: a ``prompt`` column whose every prompt a chat template can render
+    (:func:`check_prompts`), and at least one row."""
     if is_data_frame(dataset):
         dataset = as_dataset(dataset)
     _check_dataset(dataset)
     check_prompts(dataset)
-    return dataset
+    return as_dataset(dataset)
 
 
 def _check_dataset(dataset) -> None:
