@@ -12,7 +12,7 @@ first ``report.rows_shown`` rows and how many more there are.
 Rows are dicts with ``completion`` (a string or chat messages) and optionally ``prompt``, ``answer``,
 ``completion_ids`` (the completion's token ids, for length rewards) and any other column a reward reads. A missing
 value is None however it is spelt (a DataFrame's NaN: :func:`rewards.extract.is_missing`), so a missing gold answer
-reaches the rewards as None.
+reaches the rewards as None. Each function gets its own copy of the rows' values, as in training.
 Rows that share a prompt form a GRPO group: the lab shows the advantage each completion would get from the
 trainer (same formula as the installed TRL) and flags groups where every completion ties, which teach the
 model nothing.
