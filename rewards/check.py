@@ -12,7 +12,8 @@ first ``report.rows_shown`` rows and how many more there are.
 Rows are dicts with ``completion`` (a string or chat messages) and optionally ``prompt``, ``answer``,
 ``completion_ids`` (the completion's token ids, for length rewards) and any other column a reward reads. A missing
 value is None however it is spelt (a DataFrame's NaN: :func:`rewards.extract.is_missing`), so a missing gold answer
-reaches the rewards as None. Each function gets its own copy of the rows' values, as in training.
+reaches the rewards as None. Each function gets its own copy of the rows' values (as in training), and one that
+requires a column no row has is reported (``missing_column``) instead of called.
 Rows that share a prompt form a GRPO group: the lab shows the advantage each completion would get from the
 trainer (same formula as the installed TRL) and flags groups where every completion ties, which teach the
 model nothing.
@@ -29,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .calling import call_reward, read_scores
+from .calling import call_reward, missing_columns, read_scores
 from .combine import distinct_names, weighted_total
 from .correctness import final_answer, gold_answers
 from .diagnoses import DIAGNOSIS, TIE
@@ -151,7 +152,7 @@ class RewardReport(RichReport):
         return table
 
 
-ERRORS = {"exception", "wrong_length", "not_a_number", "unreadable_completion"}
+ERRORS = {"exception", "wrong_length", "not_a_number", "unreadable_completion", "missing_column"}
 
 
 def problem_lines(problems: Sequence[Problem], shown: int = PROBLEMS_SHOWN) -> list[tuple[str, bool]]:
@@ -219,6 +220,12 @@ def _call(func: Callable, samples: Sequence[dict[str, Any]], extra: dict[str, An
 def _score_function(func: Callable, name: str, samples: Sequence[dict[str, Any]], extra: dict[str, Any]):
     """One function's scores (None where it could not score) and the problems it showed."""
     n = len(samples)
+    columns = list(dict.fromkeys(key for row in samples for key in row))
+    missing = missing_columns(func, columns)
+    if missing:
+        needs = f"column{'s' * (len(missing) > 1)} {', '.join(map(repr, missing))}"
+        return [None] * n, [Problem("missing_column", f"needs {needs}, which no row has (the rows' columns: "
+                                    f"{', '.join(columns)}); add it to the rows, or give the parameter a default", name)]
     try:
         scores = _call(func, samples, extra)
     except Exception:

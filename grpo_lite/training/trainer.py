@@ -35,6 +35,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from rewards import resolve_rewards
+from rewards.calling import check_columns
 from rewards.combine import distinct_names, name_clashes
 from rewards.extract import is_data_frame
 
@@ -266,6 +267,7 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
     else:
         output_dir = Path(settings.output_dir)
     funcs, set_weights = resolve_rewards(settings.rewards)
+    check_columns(funcs, dataset.column_names)  # a reward's required column the data lacks: refused before any step
     weights = settings.reward_weights if settings.reward_weights is not None else set_weights
     ported = port_overrides(settings.preset, settings.overrides)  # what a script written for older TRL meant
     if weights is not None:  # the user's, or their RewardSet's
