@@ -319,7 +319,8 @@ def _to_dataset(rows: list[dict[str, Any]], place=_row_index):
         else:
             texts = None
         if texts is None:
-            raise DatasetError(f"{found}: give the column values of one type")
+            raise DatasetError(f"{found}: give " + ("it text, a number, a list or a dict" if first == second else
+                                                    "the column values of one type"))
         logger.warning(f"{found}: {kept}")
         for row, text in zip(rows, texts):
             if column in row:
