@@ -5,6 +5,12 @@ log_extra=, log_metric=)`` and awaits ``async`` ones (trl/trainer/grpo_trainer.p
 The reward lab, and through it ``preview``, ``rescore_run`` and ``grpo-lite score``, call rewards here the
 same way, so a function scores the same in each; training checks the returned scores with the same gate.
 
+TRL hands every reward the same lists, and keeps them for its completions table: a reward that edits what it is given
+(``completions[0][0]["content"] = ...``, ``answer.clear()``) would change what the next reward scores and what the run
+logs. So each call gets its own copy (:func:`reward_arguments`), here and in training's reward guard
+(grpo_lite/guards/reward_calls.py). A reward whose required parameter names no column is refused before it runs
+(:func:`missing_columns`).
+
 >>> async def shout(completions, **kwargs):
 ...     return [float(c.isupper()) for c in completions]
 >>> call_reward(shout, prompts=["p", "p"], completions=["HI", "hi"], completion_ids=[[1], [2]])
@@ -17,13 +23,27 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import copy
 import functools
 import inspect
 import math
 import numbers
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from .combine import reward_name
+from .errors import RewardError
+
+# What TRL passes every reward besides the dataset's columns: the batch, and the trainer's objects
+BATCH_ARGUMENTS = ("prompts", "completions", "completion_ids")
+TRAINER_OBJECTS = ("trainer_state", "log_extra", "log_metric")
+# Passed as they are, not copied: a reward logs through the trainer's objects and TRL reads what it logged; an
+# environment (TRL's environment_factory) keeps its state from call to call
+SHARED_ARGUMENTS = (*TRAINER_OBJECTS, "environments")
+# Dataset columns TRL keeps from rewards (trl/trainer/grpo_trainer.py, _calculate_rewards): they come as the batch
+COLUMNS_NOT_PASSED = ("prompt", "completion", "completion_ids")
+_IMMUTABLE = frozenset({str, bytes, int, float, complex, bool, type(None)})
 
 
 def is_async_reward(func: Callable) -> bool:
@@ -45,11 +65,71 @@ def run_coroutine(coroutine) -> Any:
         return pool.submit(asyncio.run, coroutine).result()
 
 
+def private_copy(value: Any) -> Any:
+    """``value`` copied so that the copy shares nothing mutable with it: lists, tuples and dicts (what a dataset's rows
+    and chat messages are made of) rebuilt, their strings and numbers shared, anything else deep-copied.
+
+    Measured on 2 busy CPU cores: a batch of 16 chat completions with their prompts, three columns and 16 x 512 token
+    ids copies in 0.6-1.5 ms (``copy.deepcopy``: 5-7 ms, most of it the token ids), 256 completions (768 messages) with
+    their columns in about 4 ms: a reward call's copy costs milliseconds against the seconds of the step it scores.
+
+    >>> messages = [{"role": "user", "content": "2+2?"}]
+    >>> copied = private_copy(messages)
+    >>> copied[0]["content"] = "edited"
+    >>> messages
+    [{'role': 'user', 'content': '2+2?'}]
+    """
+    kind = type(value)
+    if kind in _IMMUTABLE:
+        return value
+    if kind is list or kind is tuple:
+        return kind(value if set(map(type, value)) <= _IMMUTABLE else map(private_copy, value))
+    if kind is dict:
+        return {key: item if type(item) in _IMMUTABLE else private_copy(item) for key, item in value.items()}
+    return copy.deepcopy(value)
+
+
+def reward_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
+    """A reward's own copy of the keywords it is called with: what it edits reaches no other reward and no log. The
+    trainer's live objects (:data:`SHARED_ARGUMENTS`) are passed as they are."""
+    return {name: value if name in SHARED_ARGUMENTS else private_copy(value) for name, value in arguments.items()}
+
+
 def call_reward(func: Callable, *, prompts: list, completions: list, completion_ids: list, **kwargs: Any) -> Any:
     """``func``'s return value, called with TRL's keywords (``kwargs``: the dataset's other columns, one value
-    per completion, and ``trainer_state``, ``log_extra``, ``log_metric``); ``async`` functions are awaited."""
-    result = func(prompts=prompts, completions=completions, completion_ids=completion_ids, **kwargs)
+    per completion, and ``trainer_state``, ``log_extra``, ``log_metric``), each a copy of its own
+    (:func:`reward_arguments`); ``async`` functions are awaited."""
+    result = func(**reward_arguments(dict(prompts=prompts, completions=completions, completion_ids=completion_ids, **kwargs)))
     return run_coroutine(result) if is_async_reward(func) else result
+
+
+def missing_columns(func: Callable, columns: Iterable[str]) -> list[str]:
+    """The parameters ``func`` requires (no default) that neither TRL nor the dataset's ``columns`` give it: each is a
+    column the data lacks, and every call would raise ``TypeError``.
+
+    >>> def accuracy(completions, solution, **kwargs): ...
+    >>> missing_columns(accuracy, ["prompt", "answer"]), missing_columns(accuracy, ["prompt", "solution"])
+    (['solution'], [])
+    """
+    try:
+        parameters = inspect.signature(func).parameters.values()
+    except (TypeError, ValueError):  # builtins and C callables: nothing to read
+        return []
+    given = {*BATCH_ARGUMENTS, *TRAINER_OBJECTS, *(set(columns) - set(COLUMNS_NOT_PASSED))}
+    return [p.name for p in parameters if p.default is inspect.Parameter.empty and p.name not in given
+            and p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)]
+
+
+def check_columns(funcs: Sequence[Callable], columns: Sequence[str]) -> None:
+    """Refuse rewards that require a column the dataset lacks (:func:`missing_columns`), before anything runs: the
+    :class:`RewardError` names each reward, the columns it needs and the dataset's columns."""
+    lacking = [(reward_name(func), missing) for func in funcs if (missing := missing_columns(func, columns))]
+    if lacking:
+        needs = "; ".join(f"reward {name!r} needs column{'s' * (len(missing) > 1)} {', '.join(map(repr, missing))}"
+                          for name, missing in lacking)
+        raise RewardError(f"{needs}, which the dataset lacks (its columns: {', '.join(columns)}): add the column to the "
+                          "data (prepare_dataset keeps every column of the rows), give the parameter a default, or "
+                          "drop the reward")
 
 
 def as_trl_completion(prompt: Any, text: str) -> Any:

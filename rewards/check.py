@@ -10,7 +10,10 @@ The display stays small however many rows: problems one line per kind and functi
 first ``report.rows_shown`` rows and how many more there are.
 
 Rows are dicts with ``completion`` (a string or chat messages) and optionally ``prompt``, ``answer``,
-``completion_ids`` (the completion's token ids, for length rewards) and any other column a reward reads.
+``completion_ids`` (the completion's token ids, for length rewards) and any other column a reward reads. A missing
+value is None however it is spelt (a DataFrame's NaN: :func:`rewards.extract.is_missing`), so a missing gold answer
+reaches the rewards as None. Each function gets its own copy of the rows' values (as in training), and one that
+requires a column no row has is reported (``missing_column``) instead of called.
 Rows that share a prompt form a GRPO group: the lab shows the advantage each completion would get from the
 trainer (same formula as the installed TRL) and flags groups where every completion ties, which teach the
 model nothing.
@@ -27,13 +30,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .calling import call_reward, read_scores
+from .calling import call_reward, missing_columns, read_scores
 from .combine import distinct_names, weighted_total
 from .correctness import final_answer, gold_answers
 from .diagnoses import DIAGNOSIS, TIE
 from .display import RichReport
 from .errors import RewardError
-from .extract import completion_text, is_data_frame
+from .extract import completion_text, is_data_frame, is_missing
 from .registry import resolve_rewards
 
 RESERVED = ("prompt", "completion", "completion_ids")
@@ -149,7 +152,7 @@ class RewardReport(RichReport):
         return table
 
 
-ERRORS = {"exception", "wrong_length", "not_a_number", "unreadable_completion"}
+ERRORS = {"exception", "wrong_length", "not_a_number", "unreadable_completion", "missing_column"}
 
 
 def problem_lines(problems: Sequence[Problem], shown: int = PROBLEMS_SHOWN) -> list[tuple[str, bool]]:
@@ -217,6 +220,12 @@ def _call(func: Callable, samples: Sequence[dict[str, Any]], extra: dict[str, An
 def _score_function(func: Callable, name: str, samples: Sequence[dict[str, Any]], extra: dict[str, Any]):
     """One function's scores (None where it could not score) and the problems it showed."""
     n = len(samples)
+    columns = list(dict.fromkeys(key for row in samples for key in row))
+    missing = missing_columns(func, columns)
+    if missing:
+        needs = f"column{'s' * (len(missing) > 1)} {', '.join(map(repr, missing))}"
+        return [None] * n, [Problem("missing_column", f"needs {needs}, which no row has (the rows' columns: "
+                                    f"{', '.join(columns)}); add it to the rows, or give the parameter a default", name)]
     try:
         scores = _call(func, samples, extra)
     except Exception:
@@ -331,9 +340,10 @@ def check_rewards(
 
 
 def records(samples: Any) -> list[dict[str, Any]]:
-    """Rows as dicts from a list of dicts, a ``datasets.Dataset`` or a pandas DataFrame (by its columns)."""
+    """Rows as dicts from a list of dicts, a ``datasets.Dataset`` or a pandas DataFrame (by its columns), each missing
+    value None."""
     if is_data_frame(samples):
-        return samples.to_dict(orient="records")
+        samples = samples.to_dict(orient="records")
     if isinstance(samples, (str, bytes, dict)) or not isinstance(samples, Iterable):
         raise RewardError(f"samples is a {type(samples).__name__}: pass rows, a list of dicts like {{'prompt': ..., "
                           "'completion': ..., 'answer': ...}, a datasets.Dataset or a pandas DataFrame")
@@ -341,7 +351,7 @@ def records(samples: Any) -> list[dict[str, Any]]:
     bad = next((i for i, row in enumerate(rows) if not isinstance(row, dict)), None)
     if bad is not None:
         raise RewardError(f"sample {bad} is a {type(rows[bad]).__name__}, expected a dict of column -> value")
-    return [dict(row) for row in rows]
+    return [{key: None if is_missing(value) else value for key, value in row.items()} for row in rows]
 
 
 def _trainer_state():

@@ -7,6 +7,7 @@ TRL hands a reward function completions either as strings (standard datasets) or
 from __future__ import annotations
 
 import math
+import numbers
 import re
 import sys
 from typing import Any
@@ -49,6 +50,25 @@ def _content_text(content: Any) -> str:
     if isinstance(content, list):  # multimodal content parts: keep the text ones
         return "".join(part.get("text", "") for part in content if isinstance(part, dict))
     return str(content)
+
+
+def is_missing(value: Any) -> bool:
+    """Whether ``value`` is a missing value, however its library spells it: None, a float NaN (Python's, numpy's: how
+    pandas marks a missing number), numpy's and pandas' not-a-time ``NaT``, pandas' ``NA``. Text is never missing here:
+    ``"nan"`` is what was written.
+
+    >>> import math
+    >>> [is_missing(v) for v in (None, math.nan, "nan", "", 0)]
+    [True, True, False, False, False]
+    """
+    if value is None:
+        return True
+    if isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral):  # numpy's floats are Reals too
+        return math.isnan(value)
+    numpy, pandas = sys.modules.get("numpy"), sys.modules.get("pandas")  # their markers exist only once imported
+    if numpy is not None and isinstance(value, (numpy.datetime64, numpy.timedelta64)):
+        return bool(numpy.isnat(value))
+    return pandas is not None and (value is pandas.NA or value is pandas.NaT)
 
 
 def is_data_frame(value: Any) -> bool:
@@ -148,12 +168,12 @@ def extract_hash_answer(text: str | None) -> str | None:
 
 def gold_text(value: Any) -> str | None:
     """A row's gold answer as text: GSM8K's ``"... #### 42"`` unwrapped to ``"42"``, anything else stripped;
-    None when there is none.
+    None when there is none (a missing value, :func:`is_missing`, or blank text).
 
-    >>> gold_text("Half of 84 is 42.\\n#### 42"), gold_text(" 7 "), gold_text(None), gold_text(" ")
-    ('42', '7', None, None)
+    >>> gold_text("Half of 84 is 42.\\n#### 42"), gold_text(" 7 "), gold_text(None), gold_text(" "), gold_text(float("nan"))
+    ('42', '7', None, None, None)
     """
-    if value is None:
+    if is_missing(value):
         return None
     text = str(value)
     return extract_hash_answer(text) if "####" in text else (text.strip() or None)

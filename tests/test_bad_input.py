@@ -6,6 +6,7 @@ exception type and a message naming the thing. A few cases are input plain TRL a
 docs/errors.md groups these messages by family.
 """
 
+import functools
 import json
 import re
 import sys
@@ -23,6 +24,10 @@ from grpo_lite.launch.cli import main
 from grpo_lite.model.exporter import ExportError
 from grpo_lite.run.record import read_run
 from grpo_lite.run.settings import ConfigError
+from rewards import check_rewards
+from rewards.calling import check_columns, missing_columns
+from rewards.combine import reward_name
+from rewards.errors import RewardError
 
 RECIPE = {"model": "tiny", "dataset": {"builtin": "arithmetic"}, "rewards": ["numeric_correctness_reward"],
           "preset": "cpu-smoke", "overrides": {"max_steps": 1}}
@@ -386,6 +391,54 @@ def test_train_refuses_settings_before_the_run_folder_exists(keywords, message, 
     with pytest.raises(ConfigError, match=message):
         train(model, tokenizer, prepared, "numeric_correctness_reward", output_dir=tmp_path / "run", **{**QUICK, **keywords})
     assert not (tmp_path / "run").exists()
+
+
+class _TestsReward:
+    def __call__(self, completions, test_cases, **kwargs):
+        return [0.0] * len(completions)
+
+
+def _needs_solution(completions, solution, **kwargs):
+    return [0.0] * len(completions)
+
+
+async def _async_needs_tests(completions, *, test_cases, **kwargs):
+    return [0.0] * len(completions)
+
+
+def _needs_prompt(prompt, completions, **kwargs):  # TRL passes the prompts as `prompts`, never the prompt column
+    return [0.0] * len(completions)
+
+
+NEEDS_COLUMN = {
+    "a function": (_needs_solution, "'_needs_solution' needs column 'solution'"),
+    "keyword-only, async": (_async_needs_tests, "'_async_needs_tests' needs column 'test_cases'"),
+    "a callable object": (_TestsReward(), "'_TestsReward' needs column 'test_cases'"),
+    "a partial": (functools.partial(lambda completions, answer, solution, **kwargs: [0.0] * len(completions), answer=None),
+                  "'<lambda>' needs column 'solution'"),
+    "the prompt column": (_needs_prompt, "'_needs_prompt' needs column 'prompt'"),
+}
+
+
+@pytest.mark.parametrize("case", NEEDS_COLUMN, ids=list(NEEDS_COLUMN))
+def test_a_reward_needing_a_column_the_data_lacks_is_refused_before_the_run_folder_exists(case, tiny_model, prepared, tmp_path):
+    func, said = NEEDS_COLUMN[case]
+    model, tokenizer = tiny_model
+    with pytest.raises(RewardError, match=rf"reward {re.escape(said)}.*which the dataset lacks \(its columns: question, prompt, answer\)"):
+        train(model, tokenizer, prepared, ["numeric_correctness_reward", func], output_dir=tmp_path / "run", **QUICK)
+    assert not (tmp_path / "run").exists()
+    report = check_rewards([func], [{"prompt": "2+2?", "completion": "4", "answer": "4"}])
+    assert not report.ok and [(p.kind, p.function) for p in report.problems] == [("missing_column", reward_name(func))]
+    assert said.split("needs ")[1] in report.problems[0].message
+
+
+def test_a_reward_given_everything_it_requires_is_not_refused():
+    def uses_all(prompts, completions, completion_ids, trainer_state, log_extra, log_metric, answer, level=1, *, note=None, **kwargs):
+        return [0.0] * len(completions)
+
+    assert missing_columns(uses_all, ["prompt", "answer"]) == []
+    assert missing_columns(uses_all, ["prompt"]) == ["answer"]
+    check_columns([uses_all, _needs_solution], ["prompt", "answer", "solution"])
 
 
 def test_train_into_a_file_is_refused(tiny_model, prepared, tmp_path):

@@ -9,7 +9,7 @@ from families import BY_NAME, FAMILIES
 from stacks import prompts_trl_generates_from
 
 from grpo_lite import evaluate, generate, load_model, prepare_dataset, preview, train
-from grpo_lite.data.prepare import REASONING_SYSTEM_PROMPT, DatasetError
+from grpo_lite.data.prepare import REASONING_SYSTEM_PROMPT, DatasetError, check_prompts
 from grpo_lite.data.prompts import chat_messages, prompt_token_ids, render_prompt
 from grpo_lite.evaluation.rescore import rescore_run
 from grpo_lite.machine import stack
@@ -208,3 +208,89 @@ def test_the_format_warmup_trains_on_the_prompt_grpo_renders(family_dirs, tmp_pa
     result = warmup_format(model, tokenizer, examples, output_dir=tmp_path, max_steps=1, chat_template_kwargs=THINKING_OFF)
     expected = prompt_token_ids(tokenizer, prompt, THINKING_OFF)
     assert result.trainer.train_dataset[0]["input_ids"][: len(expected)] == expected
+
+
+# --- what a prompt's shape becomes: a prefill continued, content parts as text -----------------------------------------
+
+QUESTION = {"role": "user", "content": "What is 2 + 2?"}
+PREFILL = "<think>\nTwo and two"
+
+
+def _tokenizer(family):
+    from grpo_lite.model.tiny import build_tokenizer
+
+    tokenizer = build_tokenizer(family=family.family)
+    tokenizer.chat_template = family.chat_template()
+    return tokenizer
+
+
+@pytest.mark.parametrize("family", FAMILIES, ids=[family.name for family in FAMILIES])
+def test_a_prefill_is_continued_inside_the_assistant_turn_as_trl_renders_it(family):
+    from trl.data_utils import maybe_apply_chat_template
+
+    tokenizer = _tokenizer(family)
+    prompt = [QUESTION, {"role": "assistant", "content": PREFILL}]
+    rendered = render_prompt(tokenizer, prompt)
+    assert rendered.endswith(PREFILL) and rendered.count(PREFILL) == 1
+    assert family.generation_prompt.strip() in rendered  # the turn it ends in is the assistant's, opened once
+    assert rendered == maybe_apply_chat_template({"prompt": prompt}, tokenizer)["prompt"]  # as TRL 0.22-0.24 train on it
+    assert render_prompt(tokenizer, [QUESTION]).endswith(family.generation_prompt)  # a question still opens a new turn
+
+
+def test_a_prefill_the_template_rewrites_cannot_be_continued_and_says_so():
+    tokenizer = _tokenizer(BY_NAME["qwen3"])
+    with pytest.raises(DatasetError, match=r"does not render the prompt's last \(assistant\) message as written"):
+        render_prompt(tokenizer, [QUESTION, {"role": "assistant", "content": "<think>\nok</think>\n\nThe answer"}])
+
+
+@pytest.mark.parametrize("family", FAMILIES, ids=[family.name for family in FAMILIES])
+def test_content_given_as_text_parts_renders_as_its_text_in_every_template(family):
+    tokenizer = _tokenizer(family)
+    parts = [{"type": "text", "text": "What is "}, {"type": "text", "text": "2 + 2?"}]
+    as_parts = render_prompt(tokenizer, [{"role": "user", "content": parts}])
+    assert as_parts == render_prompt(tokenizer, [QUESTION]) and "'type'" not in as_parts
+    with_system = [{"role": "system", "content": [{"type": "text", "text": "Be brief."}]}, {"role": "user", "content": parts}]
+    assert render_prompt(tokenizer, with_system) == render_prompt(tokenizer, [{"role": "system", "content": "Be brief."}, QUESTION])
+
+
+@pytest.mark.parametrize("part", [{"type": "image", "url": "cat.png"}, {"type": "image_url", "image_url": {"url": "x"}},
+                                  {"type": "text"}, "just text"], ids=["image", "image_url", "text without text", "a string"])
+def test_a_part_that_is_not_text_is_refused_naming_the_message(part, tiny_model):
+    _, tokenizer = tiny_model
+    prompt = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": [{"type": "text", "text": "Hi"}, part]}]
+    with pytest.raises(DatasetError, match=r"message 1 \(user\) holds .* images are not supported yet"):
+        render_prompt(tokenizer, prompt)
+    with pytest.raises(DatasetError, match=r"row 1, column 'prompt': message 1 \(user\) holds"):
+        check_prompts([{"prompt": [QUESTION]}, {"prompt": prompt}])
+
+
+@pytest.mark.parametrize("last", [{"role": "assistant", "content": PREFILL}, {"role": "system", "content": "Answer in Latin."},
+                                  {"role": "assistant", "content": [{"type": "text", "text": PREFILL}]}],
+                         ids=["prefill", "system", "prefill as parts"])
+def test_a_prompt_whose_last_turn_the_model_would_not_answer_is_refused_before_training(last, tiny_model, tmp_path):
+    """TRL 0.25 and later close a prefill and open a new assistant turn; TRL 0.22-0.24 continue it and refuse a last
+    system turn: a run would differ between the ends of the supported range, so it is refused, naming the row."""
+    from grpo_lite.data.prepare import as_dataset
+
+    model, tokenizer = tiny_model
+    rows = [{"prompt": [QUESTION]}] * 3 + [{"prompt": [QUESTION, last]}]
+    said = "a prefill, the start of the answer" if last["role"] == "assistant" else "ends in a 'system' message"
+    with pytest.raises(DatasetError, match=rf"row 3, column 'prompt': the chat prompt .*{said}"):
+        train(model, tokenizer, as_dataset(rows), [characters_reward], output_dir=tmp_path / "run", **ONE_STEP)
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_run_on_prompts_of_text_parts_asks_the_model_what_it_asks_for_their_text(tiny_model, tmp_path):
+    """Rows whose content is text in one row and text parts in another become one dataset, and TRL's trainer asks the
+    model the prompt the text gives (as rendered here): parts would make the tiny model's template fail."""
+    from grpo_lite.data.prepare import as_dataset
+
+    model, tokenizer = tiny_model
+    texts = [f"What is {i} + {i}?" for i in range(4)]
+    rows = [{"prompt": [{"role": "user", "content": [{"type": "text", "text": text}] if i % 2 else text}]}
+            for i, text in enumerate(texts)]
+    with prompts_trl_generates_from(model) as asked:
+        train(model, tokenizer, as_dataset(rows), [characters_reward], output_dir=tmp_path, **{**ONE_STEP, "num_generations": 2,
+                                                                                               "per_device_train_batch_size": 8})
+    expected = {tuple(prompt_token_ids(tokenizer, [{"role": "user", "content": text}])) for text in texts}
+    assert {tuple(ids) for ids in asked} == expected

@@ -4,21 +4,41 @@ GRPOTrainer wants a ``prompt`` column (a list of chat messages) and passes every
 reward functions. ``prepare_dataset`` builds exactly that from a list of dicts, a ``datasets.Dataset``, a pandas
 DataFrame or a CSV/JSONL file, and says which row and column is wrong when the data is bad; rows prepared already
 (with their own ``prompt`` column) are checked by :func:`check_prompts` before a chat template renders them.
+
+Every source comes in by one set of rules (:func:`load_rows`, :func:`as_dataset`), so a value means the same whichever
+way it came:
+
+- A missing value is None, however it was spelt: None, a float NaN (Python's, numpy's, pandas' missing number),
+  pandas' NA and NaT, JSON's null (or NaN), and an empty CSV cell. Text is what was written: the text "nan", "NA" or
+  "None", in a CSV as in a JSONL, is kept as that text, and an empty text is kept as "" (a question or a gold answer
+  that is blank counts as none, as :func:`rewards.extract.gold_text` reads it). A missing gold answer reaches the
+  rewards as None, which they score as not applicable.
+- A column is named once: a CSV header that names a column twice, or a JSON object with a key twice, is refused
+  (pandas would read the second as ``answer.1``, JSON as the last one).
+- Chat content given as a list of text parts becomes its text (grpo_lite.data.prompts.text_messages); an image part is
+  refused.
+- A column whose values Arrow cannot store as one type is kept as text, and that is said naming the column and two rows
+  that differ: nested values (lists, dicts, as test cases are) as JSON text, one per row (``json.loads`` gives each
+  value back; the code rewards read test cases so), numbers among text as text. Any other mix (true/false among text) is
+  refused, naming the same; a ``prompt`` column is never turned into text.
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import statistics
+from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from rewards.extract import gold_text, is_data_frame
+from rewards.extract import gold_text, is_data_frame, is_missing
 
 from ..log import logger
 from ..shapes import Declared, Flag, Shape, Text, Whole, check, optional
-from .prompts import DatasetError, fit_dataset, prompt_token_ids
+from .prompts import DatasetError, ends_in_prefill, fit_dataset, is_chat, prompt_token_ids, text_messages
 
 REASONING_SYSTEM_PROMPT = (
     "Respond in the following format:\n"
@@ -44,8 +64,8 @@ DATA_KEYS: dict[str, Shape] = {
 
 def load_rows(source: Any):
     """A ``datasets.Dataset`` from a Dataset, a pandas DataFrame, a list of dicts, or a ``.csv`` / ``.jsonl`` / ``.json``
-    path (a list of dicts stays a list). A file that cannot be read, or has no rows, is a :class:`DatasetError` naming
-    the file and the line."""
+    path (a list of dicts stays a list), its missing values None (the module's rules). A file that cannot be read, or has
+    no rows, is a :class:`DatasetError` naming the file and the line."""
     from datasets import Dataset
 
     if is_data_frame(source):
@@ -53,7 +73,7 @@ def load_rows(source: Any):
     if isinstance(source, Dataset):
         if len(source) == 0:
             raise DatasetError("the dataset has no rows")
-        return source
+        return _missing_as_none(source)
     if isinstance(source, (str, Path)):
         return _read_file(Path(source))
     if isinstance(source, Iterable) and not isinstance(source, (dict, bytes)):
@@ -63,27 +83,58 @@ def load_rows(source: Any):
         for index, row in enumerate(rows):
             if not isinstance(row, dict):
                 raise DatasetError(f"row {index} is a {type(row).__name__}, expected a dict of column -> value")
-        return rows
+        return _present(rows)
     raise DatasetError(
         f"cannot read data of type {type(source).__name__}: pass a datasets.Dataset, a list of dicts or a file path"
     )
 
 
 def as_dataset(data: Any):
-    """``data`` as a ``datasets.Dataset``: a Dataset as it is, a pandas DataFrame by its columns (its index left out), a
-    list of dicts by :func:`load_rows`'s rules; anything else is a :class:`DatasetError`."""
+    """``data`` as a ``datasets.Dataset`` whose missing values are None: a Dataset as it is, a pandas DataFrame by its
+    columns (its index left out), a list of dicts by :func:`load_rows`'s rules; anything else is a :class:`DatasetError`."""
     from datasets import Dataset
 
     if isinstance(data, Dataset):
-        return data
+        return _missing_as_none(data)
     if is_data_frame(data):
-        try:
-            return Dataset.from_pandas(data, preserve_index=False)
-        except Exception as error:  # pyarrow's conversion names the column it could not store
-            raise DatasetError(f"the DataFrame cannot become a dataset ({' '.join(str(error).split())}); give each column "
-                               "values of one type") from None
+        return _frame_to_dataset(data)
     rows = load_rows(data)
     return rows if isinstance(rows, Dataset) else _to_dataset(rows)
+
+
+def _present(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``rows`` with each missing value (:func:`rewards.extract.is_missing`) None."""
+    return [{key: None if is_missing(value) else value for key, value in row.items()} for row in rows]
+
+
+def _missing_as_none(dataset):
+    """``dataset`` with the NaN of its float columns None: Arrow keeps a NaN as a number, which a reward would read as
+    one (a gold answer "nan")."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    table = dataset.data.table
+    nan_columns = [name for name in dataset.column_names if pa.types.is_floating(table.column(name).type)
+                   and pc.any(pc.is_nan(table.column(name))).as_py()]
+    if not nan_columns:
+        return dataset
+    return dataset.map(lambda batch: {name: [None if is_missing(v) else v for v in batch[name]] for name in nan_columns},
+                       batched=True)
+
+
+def _frame_to_dataset(frame):
+    """A pandas DataFrame as a Dataset, by its columns (its index left out), its missing values None; a column Arrow
+    cannot store as one type goes by :func:`_to_dataset`'s rules."""
+    from datasets import Dataset
+
+    twice = [str(name) for name, count in Counter(frame.columns).items() if count > 1]
+    if twice:
+        raise DatasetError(f"the DataFrame has two columns named {twice[0]!r}; rename one (each column is read by its name)")
+    try:
+        dataset = Dataset.from_pandas(frame, preserve_index=False)
+    except Exception:  # values Arrow cannot store as one type: found, said or refused by name
+        return _to_dataset(frame.to_dict(orient="records"))
+    return _missing_as_none(dataset)  # a column pandas keeps in Arrow keeps its NaN
 
 
 def _row_places(source: Any, count: int):
@@ -98,45 +149,62 @@ def _row_places(source: Any, count: int):
     return lambda i: f"row {i}"
 
 
+FILL = "fill the row in or remove it (or build the prompts from questions with prepare_dataset)"
+# The turns a generation turn follows in TRL's rendering (trl/data_utils.py, maybe_apply_chat_template)
+ANSWERED_ROLES = ("user", "tool")
+
+
 def _prompt_problem(prompt: Any) -> str | None:
-    """What keeps a prepared row's prompt from being one GRPOTrainer renders: text, or chat messages with their text."""
+    """What keeps a prepared row's prompt from being one GRPOTrainer renders as the question the model answers: text,
+    or chat messages of text ending in the user's (or a tool's) message; what is wrong and how to fix it."""
     if isinstance(prompt, str):
-        return None if prompt.strip() else "the prompt is empty"
+        return None if prompt.strip() else f"the prompt is empty; {FILL}"
     if not isinstance(prompt, (list, tuple)):
-        return f"expected text or chat messages, got {type(prompt).__name__} ({prompt!r:.60})"
+        return f"expected text or chat messages, got {type(prompt).__name__} ({prompt!r:.60}); {FILL}"
     if not prompt:
-        return "the chat prompt is empty (no messages)"
+        return f"the chat prompt is empty (no messages); {FILL}"
     for index, message in enumerate(prompt):
         if not (isinstance(message, dict) and isinstance(message.get("role"), str)):
-            return f"message {index} is {message!r:.60}, expected {{'role': ..., 'content': ...}}"
+            return f"message {index} is {message!r:.60}, expected {{'role': ..., 'content': ...}}; {FILL}"
+    try:
+        messages = text_messages(prompt)
+    except DatasetError as error:
+        return str(error)
+    for index, message in enumerate(messages):
         content = message.get("content")
-        text = content if isinstance(content, str) else "".join(
-            part.get("text") or "" for part in content if isinstance(part, dict)) if isinstance(content, list) else None
-        if text is None:
-            return f"message {index} ({message['role']}) has content {content!r:.60}, expected text"
-        if message["role"] == "user" and not text.strip():
-            return f"the chat prompt is empty (message {index}, the user's, has no text)"
-    if not any(message["role"] == "user" for message in prompt):
-        return f"the chat prompt has no user message (roles: {', '.join(m['role'] for m in prompt)})"
+        if not isinstance(content, str):
+            return f"message {index} ({message['role']}) has content {content!r:.60}, expected text; {FILL}"
+        if message["role"] == "user" and not content.strip():
+            return f"the chat prompt is empty (message {index}, the user's, has no text); {FILL}"
+    roles = [message["role"] for message in messages]
+    if "user" not in roles:
+        return f"the chat prompt has no user message (roles: {', '.join(roles)}); {FILL}"
+    if ends_in_prefill(messages):
+        return ("the chat prompt ends in an assistant message (a prefill, the start of the answer), which GRPOTrainer "
+                "would not continue on every supported TRL: from TRL 0.25 on it closes that turn and asks for a new one, "
+                "so the model would answer after the prefill, not from it. Drop the assistant message and put its text "
+                "in the user's message, or, for a thinking model, switch thinking on with chat_template_kwargs "
+                "(Qwen3's enable_thinking)")
+    if roles[-1] not in ANSWERED_ROLES:
+        return (f"the chat prompt ends in a {roles[-1]!r} message, and the model answers the user's: end each prompt "
+                "with the user's message (TRL 0.22-0.24 refuse any other last turn)")
     return None
 
 
 def check_prompts(rows: Any, source: Any = None) -> None:
-    """Refuse prepared rows (a ``prompt`` column already) whose prompt a chat template cannot render as a question:
-    not text or chat messages, empty, or a user message without text. The :class:`DatasetError` names the row
-    (``source``: the file it came from, to name its line) and the column, before anything renders them."""
+    """Refuse prepared rows (a ``prompt`` column already) whose prompt a chat template cannot render as the question
+    the model answers: not text or chat messages, empty, a user message without text, a content part that is not text,
+    or a last turn that is not the user's (a prefill included: see grpo_lite.data.prompts). The :class:`DatasetError`
+    names the row (``source``: the file it came from, to name its line) and the column, before anything renders them."""
     prompts = rows["prompt"] if hasattr(rows, "column_names") else [row.get("prompt") for row in rows]
     place = _row_places(source, len(prompts))
     for index, prompt in enumerate(prompts):
         problem = _prompt_problem(prompt)
         if problem is not None:
-            raise DatasetError(f"{place(index)}, column 'prompt': {problem}; fill the row in or remove it (or build the "
-                               "prompts from questions with prepare_dataset)")
+            raise DatasetError(f"{place(index)}, column 'prompt': {problem}")
 
 
 def _read_file(path: Path):
-    from datasets import Dataset
-
     if not path.exists():
         raise DatasetError(f"data file {str(path)!r} does not exist")
     if not path.is_file():
@@ -149,15 +217,14 @@ def _read_file(path: Path):
     except UnicodeDecodeError as error:
         raise DatasetError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})") from None
     if suffix == ".csv":
-        try:  # pandas' reader, as datasets uses it: numbers in a column come back as numbers
-            rows = Dataset.from_csv(str(path)) if text.strip() else []
-        except Exception as error:  # pandas' parser errors name the line
-            raise DatasetError(f"{path}: cannot read it as CSV ({' '.join(str(error).split())})") from None
+        rows = _read_csv(path, text) if text.strip() else []
     elif suffix == ".json" and text.lstrip().startswith("["):
         try:
-            rows = json.loads(text)
+            rows = json.loads(text, object_pairs_hook=_json_object)
         except json.JSONDecodeError as error:
             raise DatasetError(f"{path}, line {error.lineno}: not JSON ({error.msg} at column {error.colno})") from None
+        except DatasetError as error:
+            raise DatasetError(f"{path}: {error}") from None
         bad = next((i for i, row in enumerate(rows) if not isinstance(row, dict)), None)
         if bad is not None:
             raise DatasetError(f"{path}: item {bad} is a {type(rows[bad]).__name__}, expected an object of column -> value")
@@ -165,7 +232,34 @@ def _read_file(path: Path):
         rows = _json_lines(path, text)
     if not len(rows):
         raise DatasetError(f"{path} has no rows")
-    return rows if suffix == ".csv" else _to_dataset(rows)
+    return rows if suffix == ".csv" else _to_dataset(rows, _row_places(path, len(rows)))
+
+
+def _read_csv(path: Path, text: str):
+    """A CSV file's rows, read by pandas: a column of numbers stays numbers (one with empty cells too: Arrow's types,
+    not NumPy's floats), and only an empty cell is missing: pandas' own list of missing spellings would read an answer
+    written "None", "NA" or "nan" as no answer. A header that names a column twice is refused."""
+    import pandas
+
+    header = next(csv.reader(io.StringIO(text)), [])
+    twice = [name for name, count in Counter(header).items() if count > 1]
+    if twice:
+        places = [str(i) for i, name in enumerate(header, 1) if name == twice[0]]
+        raise DatasetError(f"{path}: the header names column {twice[0]!r} twice (columns {' and '.join(places)}); rename "
+                           f"one: each column is read by its name, and pandas would read the second as {twice[0]}.1")
+    try:
+        frame = pandas.read_csv(path, keep_default_na=False, na_values=[""], dtype_backend="pyarrow")
+    except Exception as error:  # pandas' parser errors name the line
+        raise DatasetError(f"{path}: cannot read it as CSV ({' '.join(str(error).split())})") from None
+    return _frame_to_dataset(frame)
+
+
+def _json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object, refusing a key given twice: ``json`` would keep the last value and drop the first unsaid."""
+    twice = [key for key, count in Counter(key for key, _ in pairs).items() if count > 1]
+    if twice:
+        raise DatasetError(f"key {twice[0]!r} appears twice in one object; name each column once")
+    return dict(pairs)
 
 
 def _json_lines(path: Path, text: str) -> list[dict[str, Any]]:
@@ -174,28 +268,111 @@ def _json_lines(path: Path, text: str) -> list[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
+            row = json.loads(line, object_pairs_hook=_json_object)
         except json.JSONDecodeError as error:
             raise DatasetError(f"{path}, line {number}: not JSON ({error.msg} at column {error.colno}); each line is one "
                                "JSON object of column -> value") from None
+        except DatasetError as error:
+            raise DatasetError(f"{path}, line {number}: {error}") from None
         if not isinstance(row, dict):
             raise DatasetError(f"{path}, line {number}: a {type(row).__name__}, expected a JSON object of column -> value")
         rows.append(row)
     return rows
 
 
-def _to_dataset(rows: list[dict[str, Any]]):
-    """``Dataset.from_list``, naming the column when Arrow cannot store it (mixed value types)."""
+def _row_index(index: int) -> str:
+    return f"row {index}"
+
+
+def _to_dataset(rows: list[dict[str, Any]], place=_row_index):
+    """``Dataset.from_list`` by the module's rules: missing values None, chat prompts' content as text, and a column
+    Arrow cannot store as one type kept as text or refused, naming the rows that differ (``place`` names a row: its
+    line in the file it came from)."""
     from datasets import Dataset
 
+    rows = _present(rows)
+    for index, row in enumerate(rows):
+        if is_chat(row.get("prompt")):
+            try:
+                row["prompt"] = text_messages(row["prompt"])
+            except DatasetError as error:
+                raise DatasetError(f"{place(index)}, column 'prompt': {error}") from None
     try:
         return Dataset.from_list(rows)
-    except Exception as error:
-        for column in {key for row in rows for key in row}:
-            kinds = {type(row.get(column)).__name__ for row in rows if row.get(column) is not None}
-            if len(kinds) > 1:
-                raise DatasetError(f"column {column!r} mixes value types {sorted(kinds)}; make them all one type") from error
-        raise
+    except Exception:  # Arrow stores a column as one type: find the columns it cannot, and say or refuse each
+        pass
+    for column in dict.fromkeys(key for row in rows for key in row):
+        values = [row.get(column) for row in rows]
+        conflict = _type_conflict(values)
+        if conflict is None:
+            continue
+        first, second = conflict
+        found = (f"column {column!r}: {place(second)} holds {_shape(values[second])}, which Arrow cannot store"
+                 if first == second else f"column {column!r}: {place(first)} holds {_shape(values[first])} and "
+                 f"{place(second)} holds {_shape(values[second])}, which Arrow cannot store as one type")
+        kinds = {type(value) for value in values if value is not None}
+        if column != "prompt" and any(issubclass(kind, (list, tuple, dict)) for kind in kinds):
+            texts, kept = _as_json(values), ("each row's value is kept as JSON text, which json.loads(value) turns back "
+                                             "into the value (rewards.code reads test cases so)")
+        elif column != "prompt" and kinds <= {int, float, str}:
+            texts, kept = [None if value is None else str(value) for value in values], "its numbers are kept as text"
+        else:
+            texts = None
+        if texts is None:
+            raise DatasetError(f"{found}: give " + ("it text, a number, a list or a dict" if first == second else
+                                                    "the column values of one type"))
+        logger.warning(f"{found}: {kept}")
+        for row, text in zip(rows, texts):
+            if column in row:
+                row[column] = text
+    return Dataset.from_list(rows)
+
+
+def _type_conflict(values: list[Any]) -> tuple[int, int] | None:
+    """Two rows whose values Arrow cannot store as one type: the first row that does not fit the rows before it, and
+    one of those it does not fit (itself, when Arrow cannot store its value at all); None when the column stores."""
+    import pyarrow as pa
+
+    def stores(part: list[Any]) -> bool:
+        try:
+            pa.array(part)
+        except (pa.ArrowException, TypeError, ValueError, OverflowError):
+            return False
+        return True
+
+    if stores(values):
+        return None
+    low, high = 1, len(values)  # the shortest head of the column that fails: its last row is the one that does not fit
+    while low < high:
+        middle = (low + high) // 2
+        low, high = (low, middle) if not stores(values[:middle]) else (middle + 1, high)
+    last = low - 1
+    if not stores([values[last]]):
+        return last, last
+    return next(((i, last) for i in range(last) if not stores([values[i], values[last]])), (0, last))
+
+
+def _shape(value: Any) -> str:
+    """A value's type, and its items' types for lists and dicts: how two rows' values differ.
+
+    >>> _shape([{"input": "1", "output": 2}])
+    '[{input: str, output: int}]'
+    """
+    if isinstance(value, dict):
+        text = "{" + ", ".join(f"{key}: {_shape(item)}" for key, item in value.items()) + "}"
+    elif isinstance(value, (list, tuple)):
+        text = "[" + ", ".join(dict.fromkeys(_shape(item) for item in value)) + "]"
+    else:
+        text = type(value).__name__
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _as_json(values: list[Any]) -> list[str | None] | None:
+    """Each value as JSON text (None stays None), or None when one is not JSON (an object JSON cannot write)."""
+    try:
+        return [None if value is None else json.dumps(value, ensure_ascii=False) for value in values]
+    except (TypeError, ValueError):
+        return None
 
 
 def _gold_answer(value: Any, row: int, column: str) -> str | None:
@@ -302,7 +479,9 @@ def prepare_dataset(
               **to_prompt(row, i)} for i, row in enumerate(source)]
         )
     else:
-        prepared = source.map(to_prompt, with_indices=True, remove_columns=[c for c in replaced if c in columns])
+        if golds is not None and "answer" in columns and question != "answer":
+            source = source.remove_columns("answer")  # the gold text replaces it, as text: not cast back to its old type
+        prepared = source.map(to_prompt, with_indices=True, remove_columns=[c for c in replaced if c in source.column_names])
     if tokenizer is None:
         if max_prompt_tokens is not None:
             raise DatasetError("max_prompt_tokens needs a tokenizer: pass tokenizer=... to measure prompt lengths")

@@ -8,6 +8,17 @@ warm-up gives TRL's SFTTrainer the same messages and keyword arguments. :func:`f
 rendered here, so a model is asked in every path the prompt it trained on, with the run's ``chat_template_kwargs``
 (Qwen3's ``enable_thinking=False``) in each.
 
+Content given as a list of parts (``[{"type": "text", "text": ...}]``, the OpenAI / transformers multimodal shape) is
+rendered as the text of its parts (:func:`text_messages`): of the real templates in tests/data/chat_templates only Gemma
+3's takes parts; Llama 3.2's and Gemma 2's render Python's repr of the list into the prompt, the others fail on it. A
+part that is not text (an image) is refused, for now.
+
+A prompt that ends in an assistant message (a prefill: the start of the answer) is continued, not closed: rendered with
+``continue_final_message``, as TRL 0.22-0.24 render it (trl/data_utils.py, ``maybe_apply_chat_template``). TRL 0.25 and
+later render every training prompt with a new assistant turn after it instead (trl/trainer/grpo_trainer.py,
+``add_generation_prompt=True``), so a run cannot train on a prefill alike on both ends of the supported range:
+:func:`grpo_lite.data.prepare.check_prompts` refuses such rows before training.
+
 A system prompt is kept, folded or refused, never dropped. A prompt with a system turn is rendered and its system text
 looked for. Where the template rejects a system turn (Gemma 2: "System role not supported"; Mistral v0.1:
 "Conversation roles must alternate") or renders none (Phi-3-mini's first template), the system text is folded into
@@ -61,12 +72,31 @@ def template_kwargs(tokenizer, chat_template_kwargs: Mapping[str, Any] | None = 
         return {}
 
 
+def text_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` with content given as a list of text parts turned into the text of its parts, joined as written: the
+    form every chat template renders (Gemma 3's, which takes parts, renders the same text). A part that is not text is a
+    :class:`DatasetError` naming the message.
+
+    >>> text_messages([{"role": "user", "content": [{"type": "text", "text": "What is "}, {"type": "text", "text": "2+2?"}]}])
+    [{'role': 'user', 'content': 'What is 2+2?'}]
+    """
+    plain = []
+    for index, message in enumerate(messages):
+        message = dict(message)
+        content = message.get("content")
+        if isinstance(content, (list, tuple)):
+            for part in content:
+                if not (isinstance(part, Mapping) and part.get("type") == "text" and isinstance(part.get("text"), str)):
+                    kind = f"a {part.get('type')!r} part" if isinstance(part, Mapping) and part.get("type") else f"{part!r:.60}"
+                    raise DatasetError(f"message {index} ({message.get('role')}) holds {kind} in its content: grpo-lite "
+                                       "trains on text, images are not supported yet; give the content as text, or as "
+                                       "parts {'type': 'text', 'text': ...}")
+            message["content"] = "".join(part["text"] for part in content)
+        plain.append(message)
+    return plain
+
+
 def _text(content: Any) -> str:
-    """The text of a message's content: a string, or the text parts of a list of parts."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, (list, tuple)):
-        return "".join(part.get("text") or "" for part in content if isinstance(part, Mapping) and part.get("type") == "text")
     return "" if content is None else str(content)
 
 
@@ -83,17 +113,14 @@ def fold_system(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     >>> fold_system([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"}])
     [{'role': 'user', 'content': 'Be brief.\\n\\n2+2?'}]
     """
+    messages = text_messages(messages)
     count = _leading_system(messages)
-    rest = [dict(m) for m in messages[count:]]
+    rest = messages[count:]
     if not rest or rest[0].get("role") != "user":
         raise DatasetError("a prompt's system turn is followed by no user turn, so it cannot be folded into one: start each "
                            "prompt with a system and a user message")
     system = FOLD_SEPARATOR.join(_text(m.get("content")) for m in messages[:count])
-    content = rest[0].get("content")
-    if isinstance(content, (list, tuple)):
-        rest[0]["content"] = [{"type": "text", "text": system + FOLD_SEPARATOR}, *content]
-    else:
-        rest[0]["content"] = system + FOLD_SEPARATOR + _text(content)
+    rest[0]["content"] = system + FOLD_SEPARATOR + _text(rest[0].get("content"))
     return rest
 
 
@@ -101,12 +128,27 @@ def _name(tokenizer) -> str:
     return getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
 
 
+def ends_in_prefill(messages: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether a chat prompt ends in an assistant message: the start of the answer, for the model to continue."""
+    return bool(messages) and messages[-1].get("role") == "assistant"
+
+
 def _render(tokenizer, messages: Sequence[Mapping[str, Any]], kwargs: dict[str, Any]) -> str:
-    """The chat template's text for ``messages``, ready for the assistant's turn, as TRL renders it."""
+    """The chat template's text for ``messages``, ready for the assistant's turn, as TRL renders it: after a new
+    assistant turn's header, or inside the assistant turn the prompt ends in (a prefill, continued)."""
     if getattr(tokenizer, "chat_template", None) is None:
         raise DatasetError(f"the tokenizer of {_name(tokenizer)} has no chat template, so chat prompts cannot be rendered: "
                            "load the model with load_model(..., chat_template=...) or give prompts as text")
-    return tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True, **kwargs)
+    prefill = ends_in_prefill(messages)
+    try:
+        return tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=not prefill,
+                                             continue_final_message=prefill, **kwargs)
+    except ValueError:  # transformers continues a prefill only where the template renders it as written
+        if not prefill:
+            raise
+        raise DatasetError(f"the chat template of {_name(tokenizer)} does not render the prompt's last (assistant) message "
+                           "as written, so it cannot be continued (Qwen3's moves a closed <think> block out of it): end the "
+                           "prefill before such a block, or drop it") from None
 
 
 def _system_rule(tokenizer, messages: Sequence[Mapping[str, Any]], kwargs: dict[str, Any]) -> tuple[str | None, bool]:
@@ -139,10 +181,10 @@ def _system_rule(tokenizer, messages: Sequence[Mapping[str, Any]], kwargs: dict[
 
 def chat_messages(tokenizer, messages: Sequence[Mapping[str, Any]], chat_template_kwargs: Mapping[str, Any] | None = None, *,
                   fold_system_prompt: bool = True) -> list[dict[str, Any]]:
-    """``messages`` as ``tokenizer``'s chat template takes them with the system text kept: as they are where the
-    template renders their system turn, else with it folded into the first user turn (said once), or refused with
-    ``fold_system_prompt=False``."""
-    messages = [dict(m) for m in messages]
+    """``messages`` as ``tokenizer``'s chat template takes them, content as text (:func:`text_messages`) and the system
+    text kept: as they are where the template renders their system turn, else with it folded into the first user turn
+    (said once), or refused with ``fold_system_prompt=False``."""
+    messages = text_messages(messages)
     if not any(_text(m.get("content")).strip() for m in messages[:_leading_system(messages)]):
         return messages
     rule, survives = _system_rule(tokenizer, messages, template_kwargs(tokenizer, chat_template_kwargs))

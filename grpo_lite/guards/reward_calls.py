@@ -7,6 +7,9 @@ that batch scores ``None`` (TRL skips it) instead of losing hours of training. I
 :class:`RewardFailureStop` stops the run with a checkpoint and ``train`` raises :class:`RewardFailure`
 naming it.
 
+Each call gets its own copy of what TRL hands it (:func:`rewards.calling.reward_arguments`): TRL passes every reward the
+same lists and logs them afterwards, so an edit one reward makes to them would reach the next reward and samples.jsonl.
+
 Each reward runs where TRL runs it (see :mod:`grpo_lite.guards.time_limit`): a plain function on the training
 thread, stopped there when it runs past its limit; off the main thread it runs without a limit, and
 :func:`unlimited` says which and why.
@@ -20,7 +23,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from rewards.calling import is_async_reward, read_scores, run_coroutine
+from rewards.calling import is_async_reward, private_copy, read_scores, reward_arguments, run_coroutine
 from rewards.combine import reward_name
 
 from ..errors import RunFault
@@ -77,16 +80,18 @@ class GuardedReward:
 
     def __call__(self, *args, completions=(), **kwargs):
         self.calls += 1
+        n = len(completions)  # before the call: the function may change its own copy
+        args, kwargs = private_copy(args), reward_arguments({"completions": completions, **kwargs})
         try:
             if self.limit is None:
-                scores = self.func(*args, completions=completions, **kwargs)
+                scores = self.func(*args, **kwargs)
             else:
-                scores = self.limit.call(self.func, *args, completions=completions, **kwargs)
+                scores = self.limit.call(self.func, *args, **kwargs)
         except TimedOut as hang:
-            return self._hung(hang, len(completions))
+            return self._hung(hang, n)
         except Exception:
-            return self._failed(traceback.format_exc(), len(completions))
-        return self._checked(scores, len(completions))
+            return self._failed(traceback.format_exc(), n)
+        return self._checked(scores, n)
 
 
 class AsyncGuardedReward(GuardedReward):
@@ -96,16 +101,18 @@ class AsyncGuardedReward(GuardedReward):
 
     async def __call__(self, *args, completions=(), **kwargs):
         self.calls += 1
+        n = len(completions)  # before the call: the function may change its own copy
+        args, kwargs = private_copy(args), reward_arguments({"completions": completions, **kwargs})
         try:
             if self.limit is None:
-                scores = await self.func(*args, completions=completions, **kwargs)
+                scores = await self.func(*args, **kwargs)
             else:
-                scores = await self.limit.call_async(self.func, *args, completions=completions, **kwargs)
+                scores = await self.limit.call_async(self.func, *args, **kwargs)
         except TimedOut as hang:
-            return self._hung(hang, len(completions))
+            return self._hung(hang, n)
         except Exception:
-            return self._failed(traceback.format_exc(), len(completions))
-        return self._checked(scores, len(completions))
+            return self._failed(traceback.format_exc(), n)
+        return self._checked(scores, n)
 
 
 class AwaitedGuardedReward(AsyncGuardedReward):

@@ -3,6 +3,10 @@
 One line per completion of each logged step, from GRPOTrainer's own record of the batch: ``step``,
 ``prompt`` (as the trainer got it: chat messages or a string), ``completion``, ``rewards`` (name -> score, null where a reward did not apply), ``total`` and
 ``advantage``. The file is bounded: past ``max_rows`` it keeps the newest half.
+
+A row is a copy of the batch as scored, taken when the step is logged: the rewards scored copies of their own
+(grpo_lite.guards.reward_calls), and nothing that reads or edits a row afterwards (a callback, the dashboard) reaches the
+trainer's record or another row.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
+from rewards.calling import private_copy
 from rewards.combine import weighted_total
 
 from ..machine import stack
@@ -96,7 +101,7 @@ def batch_samples(trainer, step: int) -> list[dict[str, Any]]:
         rewards = {name: _score(values[i]) for name, values in scores.items()}
         rows.append({
             "step": step,
-            "prompt": prompts[i],
+            "prompt": private_copy(prompts[i]),  # chat messages: shared with TRL's record and, before TRL 1.15, other rows
             "completion": _text(completions[i]),
             "rewards": rewards,
             "total": weighted_total(list(rewards.values()), weights),

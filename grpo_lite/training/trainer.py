@@ -35,6 +35,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from rewards import resolve_rewards
+from rewards.calling import check_columns
 from rewards.combine import distinct_names, name_clashes
 from rewards.extract import is_data_frame
 
@@ -81,13 +82,14 @@ class TrainResult:
 
 
 def _training_rows(dataset):
-    """The training rows as a ``datasets.Dataset`` (a pandas DataFrame becomes one), checked: a ``prompt`` column whose
-    every prompt a chat template can render (:func:`check_prompts`), and at least one row."""
+    """The training rows as a ``datasets.Dataset`` (a pandas DataFrame becomes one) whose missing values are None
+    (:func:`as_dataset`), checked: a ``prompt`` column whose every prompt a chat template can render
+    (:func:`check_prompts`), and at least one row."""
     if is_data_frame(dataset):
         dataset = as_dataset(dataset)
     _check_dataset(dataset)
     check_prompts(dataset)
-    return dataset
+    return as_dataset(dataset)
 
 
 def _check_dataset(dataset) -> None:
@@ -265,6 +267,7 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
     else:
         output_dir = Path(settings.output_dir)
     funcs, set_weights = resolve_rewards(settings.rewards)
+    check_columns(funcs, dataset.column_names)  # a reward's required column the data lacks: refused before any step
     weights = settings.reward_weights if settings.reward_weights is not None else set_weights
     ported = port_overrides(settings.preset, settings.overrides)  # what a script written for older TRL meant
     if weights is not None:  # the user's, or their RewardSet's
