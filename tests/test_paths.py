@@ -7,14 +7,12 @@ holds that list to the API, so a new path-taking argument comes with its case.
 
 import inspect
 import json
-from pathlib import Path
 
 import pytest
 import yaml
 
 import grpo_lite
-from grpo_lite import (build_tiny_model, export, load_model, plan, prepare_dataset, read_metrics, rescore_run, show_run,
-                       train, train_stages)
+from grpo_lite import build_tiny_model, export, load_model, plan, prepare_dataset, read_metrics, rescore_run, show_run, train, train_stages
 from grpo_lite.errors import UserError
 from grpo_lite.launch.recipe import read_recipe
 from grpo_lite.run.record import read_run

@@ -268,19 +268,19 @@ def test_a_launch_kit_is_not_written_over_another(tmp_path, monkeypatch, capsys)
 # --- every way a folder can look x every way of calling ----------------------------------------------------------------
 
 CALLS = ("train", "train resume=True", "train overwrite=True", "cli", "cli --resume", "cli --set overwrite=true")
-R, S, C, O = "refused", "started", "resumed", "overwrote"
+REFUSED, STARTED, RESUMED, OVERWROTE = "refused", "started", "resumed", "overwrote"
 # What each call does to each folder: refused (every file as it was, byte for byte), started (a new run in a folder with
 # nothing in it), resumed (the run goes on from its checkpoint), overwrote (the run's files replaced, the user's kept)
 OUTCOMES = {
-    "no folder": (S, S, S, S, S, S),
-    "empty": (S, S, S, S, S, S),
-    "finished run": (R, C, O, R, C, O),
-    "partial run with a checkpoint": (R, C, O, R, C, O),
-    "run with no checkpoint": (R, R, O, R, R, O),
-    "exported adapter": (R, R, R, R, R, R),
-    "the user's own files": (R, R, R, R, R, R),
-    "edited run.yaml": (R, R, O, R, R, O),
-    "run.yaml of another model": (R, R, O, R, R, O),
+    "no folder": (STARTED, STARTED, STARTED, STARTED, STARTED, STARTED),
+    "empty": (STARTED, STARTED, STARTED, STARTED, STARTED, STARTED),
+    "finished run": (REFUSED, RESUMED, OVERWROTE, REFUSED, RESUMED, OVERWROTE),
+    "partial run with a checkpoint": (REFUSED, RESUMED, OVERWROTE, REFUSED, RESUMED, OVERWROTE),
+    "run with no checkpoint": (REFUSED, REFUSED, OVERWROTE, REFUSED, REFUSED, OVERWROTE),
+    "exported adapter": (REFUSED, REFUSED, REFUSED, REFUSED, REFUSED, REFUSED),
+    "the user's own files": (REFUSED, REFUSED, REFUSED, REFUSED, REFUSED, REFUSED),
+    "edited run.yaml": (REFUSED, REFUSED, OVERWROTE, REFUSED, REFUSED, OVERWROTE),
+    "run.yaml of another model": (REFUSED, REFUSED, OVERWROTE, REFUSED, REFUSED, OVERWROTE),
 }
 USERS_NOTES = b"the user's own notes"
 TEMPLATE = dict(QUICK, max_steps=2, save_steps=1)  # the finished run every run folder below is made from
@@ -357,7 +357,7 @@ def _call(call: str, folder: Path, tiny_model_dir: Path, request) -> tuple[str, 
     return ("ran", said.out + said.err) if code == 0 else ("refused", said.err)
 
 
-CASES = [pytest.param(state, call, id=f"{state}-{call}", marks=[pytest.mark.slow] if OUTCOMES[state][i] != R else [])
+CASES = [pytest.param(state, call, id=f"{state}-{call}", marks=[pytest.mark.slow] if OUTCOMES[state][i] != REFUSED else [])
          for state in OUTCOMES for i, call in enumerate(CALLS)]
 
 
@@ -370,7 +370,7 @@ def test_a_call_replaces_no_file_it_did_not_write(state, call, finished_run, tin
     ran, said = _call(call, folder, tiny_model_dir, request)
     after = _files(folder) if folder.exists() else {}
     expected = OUTCOMES[state][CALLS.index(call)]
-    if expected == R:
+    if expected == REFUSED:
         assert ran == "refused", said[-3000:]
         assert after == before  # byte for byte, and nothing added
         assert str(folder) in said
@@ -385,14 +385,19 @@ def test_a_call_replaces_no_file_it_did_not_write(state, call, finished_run, tin
     assert ran == "ran", said[-3000:]
     assert record_origin(folder / "run.yaml") == "run" and read_run(folder).settings.model == str(tiny_model_dir)
     assert all(after.get(name) == before[name] for name in users)  # the user's own files, byte for byte
-    if expected == S:
-        assert not before
-        assert ("no complete checkpoint in" in said and "training from the start" in said) if "resume" in call else True
-    elif expected == O:
-        assert f"overwrite=True: removed the earlier run's" in said
+    assert [record["step"] for record in read_metrics(folder)] == [1, 2]  # each step once, a resumed one's too
+    if expected == STARTED:
+        assert not before and str(folder) in said  # "saved the adapter and tokenizer to", "run files in"
+        if "resume" in call:
+            assert f"no complete checkpoint in {folder} to resume from; training from the start" in said
+    elif expected == OVERWROTE:
+        assert "overwrite=True: removed the earlier run's" in said
     else:
         resumed = "checkpoint-2" if state == "finished run" else "checkpoint-1"
         assert f"resuming from {resumed}" in said
+        if state == "finished run":  # nothing left to train: nothing changes
+            assert "trained its max_steps=2 already (checkpoint-2): nothing is trained or written" in said
+            assert after == before
         assert {name: content for name, content in after.items() if name.startswith(resumed + "/")} == \
             {name: content for name, content in before.items() if name.startswith(resumed + "/")}
 

@@ -64,6 +64,13 @@ def _checkpoints(output_dir: Path) -> list[Path]:
     return [checkpoint for _, checkpoint in sorted(found, reverse=True)]
 
 
+def finished_at(checkpoint: Path, max_steps: int) -> int | None:
+    """The step ``checkpoint`` was saved at when the run had trained all of ``max_steps`` there, else None. Resumed
+    from there, the Trainer would train one step past max_steps (transformers 4.56 and 5 alike)."""
+    step = json.loads((checkpoint / "trainer_state.json").read_text()).get("global_step", 0)
+    return step if 0 < max_steps <= step else None
+
+
 def whole_checkpoint(output_dir: Path) -> Path | None:
     """The newest ``checkpoint-N`` in ``output_dir`` that was saved whole, or None; says nothing of the others."""
     return next((checkpoint for checkpoint in _checkpoints(output_dir) if saved_whole(checkpoint)), None)

@@ -1,10 +1,11 @@
 """Curriculum training: several GRPO runs in a row on the same LoRA weights, e.g. format first, then correctness.
 
 Each stage is an ordinary :func:`grpo_lite.train` run in its own folder (``<output_dir>/<i>-<name>``) with its
-own rewards and settings; without an ``output_dir`` the plan gets a fresh ``outputs/<model>-<n>``. A folder holding an
-earlier plan (stage folders that are runs) is refused before the first stage starts, unless ``resume=True`` or
-``overwrite=True`` is among the common settings; a folder holding anything else is refused either way. The stages' step records are also joined into ``<output_dir>/metrics.jsonl`` with
-steps numbered on from the previous stage and a ``stage`` field, so one history shows the whole curriculum.
+own rewards and settings; without an ``output_dir`` the plan gets a fresh ``outputs/<model>-<n>``. A folder holding
+an earlier plan (stage folders that are runs) is refused before the first stage starts, unless ``resume=True`` or
+``overwrite=True`` is among the common settings; a folder holding anything else is refused either way. The stages'
+step records are also joined into ``<output_dir>/metrics.jsonl`` with steps numbered on from the previous stage and a
+``stage`` field, so one history shows the whole curriculum.
 A stage that ends early (the Stop button, Ctrl-C, a reward that keeps failing) ends the plan there, with that
 stage's checkpoint: the later stages do not start.
 """

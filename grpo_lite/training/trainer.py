@@ -57,7 +57,7 @@ from ..run.files import RUN_FILE, clear_run, fresh_run_dir, run_name, say_fresh_
 from ..run.porting import changes_table, option_sources, port_overrides, preset_changes, sampling_values
 from ..run.presets import preset_name
 from ..run.record import RunRecord, reward_reference, rows_fingerprint
-from ..run.resume import resume_checkpoint
+from ..run.resume import finished_at, resume_checkpoint
 from ..run.settings import REWARD_TIMEOUT, ConfigError, Heldout, RunSettings, resolve_options
 from ..run.stopping import InterruptStops, StopSwitch
 from .trl_compat import generate_with_tokenizer, render_with_template_kwargs, template_kwargs_field
@@ -341,10 +341,11 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
     record.chosen["sources"] = {key: source for key, source in sorted(sources.items()) if source != "trl"}
     views = _dashboard(dashboard, output_dir)  # a view name that does not exist is refused before anything is written
     checkpoint = resume_checkpoint(output_dir, config, record) if resume else None
+    finished = finished_at(checkpoint, config.max_steps) if checkpoint is not None else None
     if checkpoint is None and (earlier := trained_in(model)) is not None:
         logger.warning(f"this model carries {earlier}: this run goes on from them (as a later stage does); to start from "
                        "the base weights, load the model again with load_model(...)")
-    if is_main_process():
+    if is_main_process() and finished is None:  # a finished run resumed trains nothing: its record stays as it is
         if settings.overwrite and not resume and (removed := clear_run(output_dir)):
             logger.warning(f"overwrite=True: removed the earlier run's {', '.join(removed)} from {output_dir}")
         record.write(output_dir / RUN_FILE)
@@ -366,11 +367,19 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
     with (faults_reported(trainer), generate_with_tokenizer(trainer.model, tokenizer, config),
           render_with_template_kwargs(tokenizer, template)):
         try:
-            trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+            if checkpoint is not None:
+                _restore_trained_adapter(trainer.model, checkpoint)
+            if finished is None:
+                trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+            else:  # nothing left to train: the model takes the checkpoint's weights (the Trainer's loader: the rest)
+                trainer._load_from_checkpoint(str(checkpoint))
+                logger.info(f"the run in {output_dir} trained its max_steps={config.max_steps} already ({checkpoint.name}): "
+                            "nothing is trained or written; the model holds its weights. Give a larger max_steps to train "
+                            "on from it")
         finally:
-            if (steps := trainer.state.global_step) > 0:
+            if (steps := finished or trainer.state.global_step) > 0:
                 note_trained(model, trainer.model, run=f"{output_dir} ({steps} step{'s' if steps > 1 else ''})")
-        if switch.save:  # after a NaN the last good checkpoint is the result: nothing is saved over it
+        if switch.save and finished is None:  # after a NaN the last good checkpoint is the result: nothing is saved over it
             trainer.save_model(str(output_dir))  # the Trainer writes from the main process only
             if trainer.is_world_process_zero():
                 tokenizer.save_pretrained(str(output_dir))
@@ -380,6 +389,14 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
         raise switch.error
     return TrainResult(trainer=trainer, output_dir=output_dir, rewards=guarded,
                        evaluation=evaluation[0].comparison if evaluation else None, stopped=switch.reason)
+
+
+def _restore_trained_adapter(model, checkpoint: Path) -> None:
+    """Load the trained adapter of ``checkpoint`` into ``model``'s active adapter. Resuming, transformers' Trainer loads
+    only the adapters in a checkpoint's subfolders once it has one (``Trainer._load_from_checkpoint``): TRL 1.x saves its
+    frozen "ref" adapter there, and PEFT the trained one at the top, which would stay at its initial weights."""
+    if hasattr(model, "load_adapter") and (checkpoint / "adapter_config.json").exists():
+        model.load_adapter(str(checkpoint), adapter_name=model.active_adapter, is_trainable=True)
 
 
 def _stop_strings_for_vllm(config) -> None:
