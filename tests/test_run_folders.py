@@ -274,6 +274,7 @@ REFUSED, STARTED, RESUMED, OVERWROTE = "refused", "started", "resumed", "overwro
 OUTCOMES = {
     "no folder": (STARTED, STARTED, STARTED, STARTED, STARTED, STARTED),
     "empty": (STARTED, STARTED, STARTED, STARTED, STARTED, STARTED),
+    "only hidden entries": (STARTED, STARTED, STARTED, STARTED, STARTED, STARTED),
     "finished run": (REFUSED, RESUMED, OVERWROTE, REFUSED, RESUMED, OVERWROTE),
     "partial run with a checkpoint": (REFUSED, RESUMED, OVERWROTE, REFUSED, RESUMED, OVERWROTE),
     "run with no checkpoint": (REFUSED, REFUSED, OVERWROTE, REFUSED, REFUSED, OVERWROTE),
@@ -306,6 +307,10 @@ def _make(state: str, folder: Path, template: Path) -> list[str]:
     if state == "empty":
         folder.mkdir()
         return []
+    if state == "only hidden entries":  # what Jupyter leaves in a folder it showed a file of
+        (folder / ".ipynb_checkpoints").mkdir(parents=True)
+        (folder / ".ipynb_checkpoints" / "notes-checkpoint.txt").write_bytes(USERS_NOTES)
+        return [".ipynb_checkpoints/notes-checkpoint.txt"]
     if state == "exported adapter":
         shutil.copytree(template.parent / "export", folder)
         return []
@@ -387,7 +392,7 @@ def test_a_call_replaces_no_file_it_did_not_write(state, call, finished_run, tin
     assert all(after.get(name) == before[name] for name in users)  # the user's own files, byte for byte
     assert [record["step"] for record in read_metrics(folder)] == [1, 2]  # each step once, a resumed one's too
     if expected == STARTED:
-        assert not before and str(folder) in said  # "saved the adapter and tokenizer to", "run files in"
+        assert set(before) == set(users) and str(folder) in said  # "saved the adapter and tokenizer to", "run files in"
         if "resume" in call:
             assert f"no complete checkpoint in {folder} to resume from; training from the start" in said
     elif expected == OVERWROTE:

@@ -127,12 +127,16 @@ def record_origin(path: str | Path) -> str:
 
 
 def folder_kind(folder: str | Path) -> str:
-    """What ``folder`` holds, for whether a run may write there: ``"new"`` (missing, empty, or only what a run writes
-    before its record), ``"run"`` (a run's, its run.yaml as the run wrote it), ``"edited run"`` (a run's whose run.yaml
-    was changed since), ``"plan"`` (a ``train_stages`` plan: no run.yaml, stage folders that are runs), ``"other"``
-    (anything else: an export, the user's files, a run.yaml no run wrote)."""
+    """What ``folder`` holds, for whether a run may write there:
+
+    - ``"new"``: missing, empty, or only what a run writes before its record and hidden entries (``.ipynb_checkpoints``),
+      which a run never writes over;
+    - ``"run"``: a run's, its run.yaml as the run wrote it; ``"edited run"``: a run's whose run.yaml was changed since;
+    - ``"plan"``: a ``train_stages`` plan, no run.yaml and stage folders that are runs;
+    - ``"other"``: anything else, an export, the user's files, a run.yaml no run wrote.
+    """
     folder = Path(folder)
-    if not folder.is_dir() or all(path.name in BEFORE_RECORD for path in folder.iterdir()):
+    if not folder.is_dir() or all(path.name in BEFORE_RECORD or path.name.startswith(".") for path in folder.iterdir()):
         return "new"
     if (folder / RUN_FILE).is_file():
         return record_origin(folder / RUN_FILE)

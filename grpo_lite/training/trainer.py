@@ -235,7 +235,9 @@ def train(
     too); its other columns reach the reward functions. The run's files go to ``output_dir``; without one, to a fresh
     ``outputs/<model>-<n>`` (the model's short name, numbered on), said when the run starts. A folder holding another
     run is refused before anything is written: pass ``resume=True`` to continue it, another ``output_dir``, or
-    ``overwrite=True`` to replace it (its record, logs, checkpoints and weights; other files stay). ``rewards`` are
+    ``overwrite=True`` to replace it (its record, logs, checkpoints and weights; other files stay); a folder holding
+    anything else (an export, your own files) is refused whatever is asked. ``resume=True`` goes on from the run's newest
+    whole checkpoint (a run with none is refused), naming each setting or the training rows that changed since. ``rewards`` are
     reward functions, registry or preset names, ``"module:function"`` or ``"path/to/file.py:function"`` references or
     a ``rewards.RewardSet`` (its weights become ``reward_weights``); each is logged under a name of its own
     (``rewards/<name>/mean``): two of one name (two lambdas) as ``<name>`` and ``<name>_2``, said when the run
