@@ -7,7 +7,7 @@
       dashboard.png        the dashboard's charts                         (monitor.dashboard.LiveDashboard)
       eval.json            held-out scores before and after training      (evaluation.heldout.HeldoutEvaluation)
       train_summary.json   the Trainer's closing numbers (runtime, mean loss)
-      checkpoint-N/        the Trainer's checkpoints                      (resume.latest_checkpoint)
+      checkpoint-N/        the Trainer's checkpoints, whole when missing_parts names nothing (resume.latest_checkpoint)
       partial-checkpoint-N/  an incomplete checkpoint a resumed run passed over, kept (resume.resume_checkpoint)
       adapter_model.safetensors, adapter_config.json, tokenizer files: the trained weights
 
@@ -48,6 +48,11 @@ RUNS_FOLDER = Path("outputs")  # where a run given no output_dir gets its fresh 
 RUN_OUTPUTS = (RUN_FILE, METRICS_FILE, SAMPLES_FILE, DASHBOARD_FILE, EVAL_FILE, SUMMARY_FILE, "checkpoint-*",
                "partial-checkpoint-*", "completions", "adapter_model.*", "adapter_config.json", "model.safetensors",
                "model-*-of-*.safetensors", "model.safetensors.index.json", "pytorch_model*.bin")
+# What the Trainer writes into a checkpoint (transformers' Trainer._save_checkpoint): the weights (the adapter, or
+# the whole model, maybe in shards), then the optimizer and scheduler (DeepSpeed keeps both in global_step*/), then
+# trainer_state.json, last.
+WEIGHT_FILES = ("adapter_model.safetensors", "adapter_model.bin", "model.safetensors", "model.safetensors.index.json",
+                "pytorch_model.bin", "pytorch_model.bin.index.json")
 # What a run writes into its folder before its run.yaml: the command line's model "tiny", built there to load it
 BEFORE_RECORD = ("tiny-model",)
 # The last line of a run.yaml a run wrote: the hash of the lines above it tells the run's record from an edited one
@@ -109,6 +114,30 @@ def append_jsonl(path: Path, records: Iterable[dict[str, Any]]) -> None:
 def write_json(path: Path, document: Any) -> None:
     """Replace ``path`` with ``document`` as indented JSON."""
     replace_file(path, json.dumps(document, indent=2) + "\n")
+
+
+def missing_parts(checkpoint: Path) -> list[str]:
+    """What ``checkpoint`` lacks to continue training exactly where it stopped; empty for a whole one. A save cut
+    off by a kill or a full disk lacks trainer_state.json (written last); a file deleted by hand lacks itself."""
+    missing = [] if any((checkpoint / name).exists() for name in WEIGHT_FILES) else ["the weights"]
+    if not any(checkpoint.glob("global_step*")):
+        missing += [name for name in ("optimizer.pt", "scheduler.pt") if not (checkpoint / name).exists()]
+    try:
+        json.loads((checkpoint / "trainer_state.json").read_text())
+    except (OSError, ValueError):
+        missing.append("a readable trainer_state.json")
+    return missing
+
+
+def checkpoints(output_dir: Path) -> list[Path]:
+    """The Trainer's ``checkpoint-N`` folders, newest first."""
+    found = [(int(p.name.split("-")[1]), p) for p in output_dir.glob("checkpoint-*") if p.name.split("-")[1].isdigit()]
+    return [checkpoint for _, checkpoint in sorted(found, reverse=True)]
+
+
+def whole_checkpoint(output_dir: Path) -> Path | None:
+    """The newest ``checkpoint-N`` in ``output_dir`` that was saved whole, or None; says nothing of the others."""
+    return next((checkpoint for checkpoint in checkpoints(output_dir) if not missing_parts(checkpoint)), None)
 
 
 def stamped(record: str) -> str:

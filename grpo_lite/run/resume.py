@@ -14,7 +14,7 @@ from typing import Any
 
 from ..log import logger
 from .config import config_to_dict
-from .files import RUN_FILE
+from .files import RUN_FILE, checkpoints, missing_parts
 from .record import RunRecord, read_run
 from .settings import ConfigError
 
@@ -27,41 +27,15 @@ RESUME_FIXED_CONFIG = (
     "num_generations", "generation_batch_size", "steps_per_generation", "max_completion_length", "temperature",
     "top_p", "beta", "loss_type", "scale_rewards", "reward_weights", "epsilon", "epsilon_high", "num_iterations",
 )
-
-
-# What the Trainer writes into a checkpoint (transformers' Trainer._save_checkpoint): the weights (the adapter, or
-# the whole model, maybe in shards), then the optimizer and scheduler (DeepSpeed keeps both in global_step*/), then
-# trainer_state.json, last.
-WEIGHT_FILES = ("adapter_model.safetensors", "adapter_model.bin", "model.safetensors", "model.safetensors.index.json",
-                "pytorch_model.bin", "pytorch_model.bin.index.json")
 PARTIAL_PREFIX = "partial-"  # a checkpoint resuming passed over, renamed out of the Trainer's rotation
 # What differs between two records of one run without being a change: the folder as each call named it, and the
 # TensorBoard folder transformers < 5 names after the time
 NOT_CHANGES = ("output_dir", "logging_dir", "overwrite", "dataset")
 
 
-def missing_parts(checkpoint: Path) -> list[str]:
-    """What ``checkpoint`` lacks to continue training exactly where it stopped; empty for a whole one. A save cut
-    off by a kill or a full disk lacks trainer_state.json (written last); a file deleted by hand lacks itself."""
-    missing = [] if any((checkpoint / name).exists() for name in WEIGHT_FILES) else ["the weights"]
-    if not any(checkpoint.glob("global_step*")):
-        missing += [name for name in ("optimizer.pt", "scheduler.pt") if not (checkpoint / name).exists()]
-    try:
-        json.loads((checkpoint / "trainer_state.json").read_text())
-    except (OSError, ValueError):
-        missing.append("a readable trainer_state.json")
-    return missing
-
-
 def saved_whole(checkpoint: Path) -> bool:
     """Whether ``checkpoint`` holds everything resuming needs: weights, optimizer, scheduler, trainer state."""
     return not missing_parts(checkpoint)
-
-
-def _checkpoints(output_dir: Path) -> list[Path]:
-    """The Trainer's ``checkpoint-N`` folders, newest first."""
-    found = [(int(p.name.split("-")[1]), p) for p in output_dir.glob("checkpoint-*") if p.name.split("-")[1].isdigit()]
-    return [checkpoint for _, checkpoint in sorted(found, reverse=True)]
 
 
 def finished_at(checkpoint: Path, max_steps: int) -> int | None:
@@ -71,15 +45,10 @@ def finished_at(checkpoint: Path, max_steps: int) -> int | None:
     return step if 0 < max_steps <= step else None
 
 
-def whole_checkpoint(output_dir: Path) -> Path | None:
-    """The newest ``checkpoint-N`` in ``output_dir`` that was saved whole, or None; says nothing of the others."""
-    return next((checkpoint for checkpoint in _checkpoints(output_dir) if saved_whole(checkpoint)), None)
-
-
 def latest_checkpoint(output_dir: Path) -> Path | None:
     """The newest ``checkpoint-N`` in ``output_dir`` that was saved whole, or None; newer ones that are not whole are
     skipped (and left on disk), where the Trainer's own choice would crash on them or silently reset the optimizer."""
-    for checkpoint in _checkpoints(output_dir):
+    for checkpoint in checkpoints(output_dir):
         missing = missing_parts(checkpoint)
         if not missing:
             return checkpoint
@@ -156,7 +125,7 @@ def resume_checkpoint(output_dir: Path, config, run: RunRecord) -> Path | None:
             rows = " (other training rows: the steps from here train on them)" if any(
                 change.startswith("rows_fingerprint:") for change in changes) else ""
             logger.warning(f"resuming {checkpoint.name} with changes since {RUN_FILE} (old -> new){rows}: {'; '.join(changes)}")
-    for newer in _checkpoints(output_dir):
+    for newer in checkpoints(output_dir):
         if checkpoint is not None and newer == checkpoint:
             break
         # Out of the Trainer's rotation, which keeps the newest save_total_limit checkpoint-N folders by step: left

@@ -44,7 +44,7 @@ from ..data.prepare import DATA_KEYS
 from ..errors import UserError
 from ..machine import stack
 from ..shapes import AnyOf, Anything, Declared, Exactly, Flag, Kind, ListOf, Mapping, Number, Shape, Text, Whole, is_number, optional, problems, shown
-from .files import RUN_FILE, earlier_run, folder_kind, held
+from .files import RUN_FILE, earlier_run, folder_kind, held, whole_checkpoint
 from .porting import REMOVED_FIELDS, port_overrides, still_a_field
 from .presets import TRAINING_PRESETS, TRL_PRESET, preset_name, preset_options, preset_values
 
@@ -439,15 +439,12 @@ def output_problems(output_dir: str | os.PathLike | None, *, resume: bool = Fals
         return [f"{named}: its {RUN_FILE} was changed after the run wrote it, so it no longer says what the checkpoint was "
                 "trained with, and resuming would write over the change: undo the edit to resume, start the run over "
                 "with overwrite=True, or pick another output_dir (--output-dir)"]
-    if kind != "plan" and resume:
-        from .resume import whole_checkpoint  # resume.py reads these settings: imported when needed
-
-        if whole_checkpoint(output_dir) is None:
-            partial = sorted(path.name for path in output_dir.glob("checkpoint-*"))
-            found = f"{', '.join(partial)} {'is' if len(partial) == 1 else 'are'} not whole" if partial else "it saved none"
-            return [f"{named} holds a run with no complete checkpoint to resume from ({found}); resuming is refused "
-                    "rather than starting over on the run's files: start the run over with overwrite=True (its record, "
-                    "logs and weights are replaced), or pick another output_dir (--output-dir)"]
+    if kind != "plan" and resume and whole_checkpoint(output_dir) is None:
+        partial = sorted(path.name for path in output_dir.glob("checkpoint-*"))
+        found = f"{', '.join(partial)} {'is' if len(partial) == 1 else 'are'} not whole" if partial else "it saved none"
+        return [f"{named} holds a run with no complete checkpoint to resume from ({found}); resuming is refused rather "
+                "than starting over on the run's files: start the run over with overwrite=True (its record, logs and "
+                "weights are replaced), or pick another output_dir (--output-dir)"]
     if not resume and not overwrite:
         names = earlier_run(output_dir)
         listing = held(output_dir) if kind == "plan" else ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
