@@ -13,6 +13,7 @@ import difflib
 import importlib
 import importlib.util
 import inspect
+import os
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -179,8 +180,9 @@ def _items(rewards: Any) -> list[Any]:
     if isinstance(rewards, dict):
         raise RewardError(f"rewards={rewards!r:.80}: give a list of reward functions or names; weights go in reward_weights "
                           "(or RewardSet(weighted(func, 2.0), ...))")
-    single = isinstance(rewards, (str, RewardSet)) or callable(rewards)
+    single = isinstance(rewards, (str, os.PathLike, RewardSet)) or callable(rewards)
     items = [rewards] if single else list(rewards or [])
+    items = [os.fspath(item) if isinstance(item, os.PathLike) else item for item in items]  # Path("mine.py:tidy_reward")
     if not items:
         raise RewardError("rewards is empty: pass at least one reward function (see the rewards package)")
     resolved: list[Any] = []

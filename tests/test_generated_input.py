@@ -46,7 +46,7 @@ BASE = {"model": "tiny", "dataset": {"path": "rows.jsonl"}, "rewards": ["numeric
         "overrides": {"max_steps": 1, "num_generations": 4, "per_device_train_batch_size": 4, "max_completion_length": 8}}
 QUICK = dict(preset="cpu-smoke", max_steps=1, num_generations=4, per_device_train_batch_size=4, max_completion_length=8,
              dashboard=False)
-KEPT = "notes.txt"  # a file of the user's in the run folder: never lost
+KEPT = ".notes.txt"  # a hidden file of the user's in the run folder (one of any other name is refused): never lost
 # Inputs per test, the same ones each run (derived from the test): the bound keeps the fast loop fast;
 # GRPO_LITE_GENERATED_EXAMPLES=3000 GRPO_LITE_GENERATED_SEEDED=0 explores further, with new inputs each run.
 EXAMPLES = int(os.environ.get("GRPO_LITE_GENERATED_EXAMPLES", "300"))

@@ -103,6 +103,22 @@ def test_check_resume_names_each_changed_field(tmp_path):
         assert line in message
 
 
+def test_check_resume_returns_every_other_change_it_lets_through(tmp_path):
+    from grpo_lite.run.config import config_to_dict
+
+    def record(rows, fingerprint, timeout, config):
+        settings = RunSettings(model="tiny", rewards=["a"], load=LoadSettings(lora_rank=8), reward_timeout=timeout)
+        return RunRecord(settings, {"backend": "cpu", "rows": rows, "rows_fingerprint": fingerprint}, config_to_dict(config))
+
+    first = make_config("cpu-smoke", output_dir=tmp_path, max_steps=4)
+    record(12, "aaaa", 600.0, first).write(tmp_path / "run.yaml")
+    assert check_resume(tmp_path / "run.yaml", first, record(12, "aaaa", 600.0, first)) == []
+    again = make_config("cpu-smoke", output_dir="elsewhere/../" + str(tmp_path), max_steps=40, save_steps=3)
+    assert check_resume(tmp_path / "run.yaml", again, record(16, "bbbb", 60.0, again)) == [
+        "reward_timeout: 600.0 -> 60.0", "rows: 12 -> 16", "rows_fingerprint: 'aaaa' -> 'bbbb'", "max_steps: 4 -> 40",
+        "save_steps: 5 -> 3"]
+
+
 def _checkpoint(folder: Path, *parts: str, state: str = '{"global_step": 2}') -> None:
     folder.mkdir()
     for name in parts:
@@ -151,3 +167,100 @@ def test_a_resume_passes_over_a_checkpoint_without_its_optimizer_and_rotation_ke
     checkpoints = sorted(out.glob("checkpoint-*"))
     assert [p.name for p in checkpoints] == ["checkpoint-4", "checkpoint-6"] and all(saved_whole(p) for p in checkpoints)
     assert [row["step"] for row in read_metrics(out)] == list(range(1, 7))
+
+
+def test_a_run_resumed_on_other_rows_says_each_change_and_records_it(tmp_path, capsys):
+    from grpo_lite import load_builtin, load_model, prepare_dataset, train
+    from grpo_lite.model.tiny import build_tiny_model
+
+    folder = build_tiny_model(tmp_path / "model")
+    rows = prepare_dataset(load_builtin("arithmetic")[:16], system_prompt=None)
+    quick = dict(preset="cpu-smoke", num_generations=4, per_device_train_batch_size=4, max_completion_length=8, save_steps=1,
+                 dashboard=False)
+    out = tmp_path / "run"
+    model, tokenizer = load_model(str(folder), lora_rank=4)
+    train(model, tokenizer, rows, "numeric_correctness_reward", output_dir=out, max_steps=1, **quick)
+    first = read_run(out).chosen
+    assert first["rows"] == 16 and len(first["rows_fingerprint"]) == 16 and "resumes" not in first
+    other = prepare_dataset(load_builtin("arithmetic")[16:36], system_prompt=None)
+    model, tokenizer = load_model(str(folder), lora_rank=4)
+    capsys.readouterr()
+    train(model, tokenizer, other, "numeric_correctness_reward", output_dir=out, max_steps=2, resume=True, **quick)
+    said = capsys.readouterr().err
+    changes = ["rows: 16 -> 20", f"rows_fingerprint: {first['rows_fingerprint']!r} -> {read_run(out).chosen['rows_fingerprint']!r}",
+               "max_steps: 1 -> 2"]
+    assert (f"resuming checkpoint-1 with changes since run.yaml (old -> new) (other training rows: the steps from here "
+            f"train on them): {'; '.join(changes)}") in said
+    assert read_run(out).chosen["resumes"] == [{"checkpoint": "checkpoint-1", "changed": changes}]
+    assert [row["step"] for row in read_metrics(out)] == [1, 2]
+
+
+def _length_reward(completions, **kwargs):
+    return [len(completion[0]["content"]) / 10 for completion in completions]
+
+
+@pytest.fixture
+def two_steps(tmp_path):
+    """A run of 2 steps with a checkpoint after each, trained by a reward that varies (its LoRA weights move)."""
+    from grpo_lite import load_builtin, load_model, prepare_dataset, train
+    from grpo_lite.model.tiny import build_tiny_model
+
+    folder = build_tiny_model(tmp_path / "model")
+    rows = prepare_dataset(load_builtin("arithmetic")[:16], system_prompt=None)
+    quick = dict(preset="cpu-smoke", num_generations=4, per_device_train_batch_size=4, max_completion_length=8, save_steps=1,
+                 dashboard=False)
+    model, tokenizer = load_model(str(folder), lora_rank=4)
+    train(model, tokenizer, rows, _length_reward, output_dir=tmp_path / "run", max_steps=2, **quick)
+    return folder, rows, quick, tmp_path / "run"
+
+
+def _adapter(model) -> dict:
+    from peft import get_peft_model_state_dict
+
+    return {key: value.detach().cpu().clone() for key, value in get_peft_model_state_dict(model).items()}
+
+
+def _same(saved: dict, held: dict) -> bool:
+    import torch
+
+    return saved.keys() == held.keys() and all(torch.equal(saved[key], held[key]) for key in saved)
+
+
+def test_a_resumed_run_goes_on_from_its_checkpoint_s_trained_weights(two_steps):
+    """transformers' Trainer loads only a checkpoint's adapter subfolders once it has one (TRL 1.x's "ref"): the trained
+    adapter at the top was left at its initial weights, with the optimizer state of the trained ones."""
+    from safetensors.torch import load_file
+    from transformers import TrainerCallback
+
+    from grpo_lite import load_model, train
+
+    folder, rows, quick, out = two_steps
+    saved = load_file(out / "checkpoint-2" / "adapter_model.safetensors")
+    assert any(saved[key].abs().sum() > 0 for key in saved if "lora_B" in key)  # trained: lora_B starts at zero
+    seen = []
+
+    class FirstStep(TrainerCallback):
+        def on_step_begin(self, args, state, control, model=None, **kwargs):
+            if not seen:
+                seen.append((state.global_step, _adapter(model)))
+
+    model, tokenizer = load_model(str(folder), lora_rank=4)
+    train(model, tokenizer, rows, _length_reward, output_dir=out, max_steps=3, resume=True, callbacks=[FirstStep()], **quick)
+    step, held = seen[0]
+    assert step == 2 and _same(saved, held)
+
+
+def test_a_finished_run_resumed_trains_nothing_and_the_model_takes_its_weights(two_steps, capsys):
+    """The Trainer, resumed at max_steps, would train one step past it and rotate a checkpoint out."""
+    from safetensors.torch import load_file
+
+    from grpo_lite import load_model, train
+
+    folder, rows, quick, out = two_steps
+    files = {path: path.read_bytes() for path in sorted(out.rglob("*")) if path.is_file()}
+    model, tokenizer = load_model(str(folder), lora_rank=4)
+    capsys.readouterr()
+    result = train(model, tokenizer, rows, _length_reward, output_dir=out, max_steps=2, resume=True, **quick)
+    assert f"the run in {out} trained its max_steps=2 already (checkpoint-2)" in capsys.readouterr().err
+    assert {path: path.read_bytes() for path in sorted(out.rglob("*")) if path.is_file()} == files
+    assert _same(load_file(out / "checkpoint-2" / "adapter_model.safetensors"), _adapter(result.model))

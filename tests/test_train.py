@@ -1,7 +1,8 @@
 import pytest
 import torch
 
-from grpo_lite import prepare_dataset, read_metrics, train
+from grpo_lite import load_model, prepare_dataset, read_metrics, train
+from grpo_lite.data.prepare import DatasetError
 from grpo_lite.guards.reward_calls import RewardFailure
 from grpo_lite.run.record import read_run
 from grpo_lite.run.settings import ConfigError
@@ -121,3 +122,53 @@ def test_a_prompt_and_completion_longer_than_max_seq_length_are_refused_before_t
     with pytest.raises(ValueError, match=r"max_completion_length=32 exceeds the model's max_seq_length=40: load the model with"):
         train(model, tokenizer, arithmetic, "numeric_correctness_reward", preset="cpu-smoke", output_dir=tmp_path, dashboard=False)
     assert not (tmp_path / "metrics.jsonl").exists()
+
+
+def _merged_in_place(model):
+    model.merge_and_unload()  # PEFT folds LoRA into the base layers and leaves the wrapper without them
+    return model
+
+
+@pytest.mark.parametrize("merged", [lambda model: model.merge_and_unload(), _merged_in_place],
+                         ids=["the model merge_and_unload returns", "the model merged in place"])
+def test_a_merged_model_is_refused_before_training_with_the_fix(merged, tiny_model, arithmetic, tmp_path):
+    model, tokenizer = tiny_model
+    with pytest.raises(ConfigError, match=r"has no weight to train: every parameter is frozen, as PEFT's merge_and_unload\(\)"
+                                          r".*load the model again with load_model"):
+        train(merged(model), tokenizer, arithmetic, [length_reward], output_dir=tmp_path / "run", **QUICK)
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("shape", ["DatasetDict", "DatasetDict without a train split", "IterableDataset",
+                                   "IterableDatasetDict"])
+def test_a_dataset_of_splits_or_a_stream_is_refused_with_the_fix(shape, tiny_model, arithmetic, tmp_path):
+    from datasets import DatasetDict, IterableDatasetDict
+
+    given = {"DatasetDict": lambda: DatasetDict(train=arithmetic, test=arithmetic),
+             "DatasetDict without a train split": lambda: DatasetDict(easy=arithmetic),
+             "IterableDataset": arithmetic.to_iterable_dataset,
+             "IterableDatasetDict": lambda: IterableDatasetDict(train=arithmetic.to_iterable_dataset())}[shape]()
+    fix = {"DatasetDict": r"of the splits 'train', 'test': pass the one split to train on, dataset\['train'\]",
+           "DatasetDict without a train split": r"of the splits 'easy': pass the one split to train on, dataset\['easy'\]",
+           "IterableDataset": r"is an IterableDataset \(a stream\).*Dataset.from_list\(list\(dataset.take\(n\)\)\)",
+           "IterableDatasetDict": r"IterableDatasetDict of the splits 'train'"}[shape]
+    model, tokenizer = tiny_model
+    with pytest.raises(DatasetError, match=fix):
+        train(model, tokenizer, given, [length_reward], output_dir=tmp_path / "run", **QUICK)
+    assert not (tmp_path / "run").exists()
+
+
+def test_training_a_trained_model_again_says_whose_weights_it_goes_on_from(tiny_model_dir, arithmetic, tmp_path, caplog):
+    model, tokenizer = load_model(str(tiny_model_dir), lora_rank=8)
+    quick = {**QUICK, "max_steps": 1, "dashboard": False}
+    with caplog.at_level("WARNING", logger="grpo_lite"):
+        first = train(model, tokenizer, arithmetic, [length_reward], output_dir=tmp_path / "first", **quick)
+        said_first = [r.getMessage() for r in caplog.records if "carries" in r.getMessage()]
+        train(first.model, tokenizer, arithmetic, [length_reward], output_dir=tmp_path / "second", **quick)
+        fresh, _ = load_model(str(tiny_model_dir), lora_rank=8)
+        train(fresh, tokenizer, arithmetic, [length_reward], output_dir=tmp_path / "third", **quick)
+    said = [r.getMessage() for r in caplog.records if "carries" in r.getMessage()]
+    assert said_first == []  # a model just loaded carries no run's weights
+    assert said == [f"this model carries the LoRA weights trained in {tmp_path / 'first'} (1 step): this run goes on from "
+                    "them (as a later stage does); to start from the base weights, load the model again with "
+                    "load_model(...)"]

@@ -161,7 +161,7 @@ def vllm_share(model_name: str, memory_gb: float | None = None, *, num_generatio
 
 
 def load_model(
-    model_name: str,
+    model_name: str | os.PathLike,
     *,
     max_seq_length: int = 2048,
     load_in_4bit: bool = True,
@@ -186,8 +186,8 @@ def load_model(
     """Load ``model_name`` (hub id or local folder) with LoRA adapters ready for GRPO.
 
     Returns ``(model, tokenizer)`` and logs which backend was used and why; :func:`loaded_as` gives the model's
-    :class:`LoadedModel` (the name, the arguments as given, the backend), which :func:`grpo_lite.train` records in
-    ``run.yaml``. ``lora_rank=None`` trains all weights (no LoRA).
+    :class:`LoadedModel` (the name, as text where a path was given, the arguments as given, the backend), which
+    :func:`grpo_lite.train` records in ``run.yaml``. ``lora_rank=None`` trains all weights (no LoRA).
     ``lora_alpha`` defaults to ``2 * lora_rank``; ``seed`` seeds the adapters' initial weights. ``target_modules``:
     ``"all-linear"`` (every linear layer but the output layer, whatever the family calls them: Phi's fused
     ``qkv_proj`` and ``gate_up_proj`` too), or layer names, a name the model fuses carried over to its fused layer
@@ -206,6 +206,8 @@ def load_model(
     defaults. ``chat_template`` replaces the tokenizer's chat template: a Jinja string, or, where Unsloth is
     imported, the name of one of its templates (``unsloth.chat_templates.get_chat_template``).
     """
+    if isinstance(model_name, os.PathLike):  # a folder as a pathlib.Path: the name run.yaml records is its text
+        model_name = os.fspath(model_name)
     if isinstance(layers_to_transform, int) and not isinstance(layers_to_transform, bool):
         layers_to_transform = [layers_to_transform]  # PEFT and Unsloth take one index as a one-item list
     lora_options = dict(lora_dropout=lora_dropout, bias=bias, use_rslora=use_rslora, init_lora_weights=init_lora_weights,

@@ -10,10 +10,14 @@ that names other than Llama's projections run without its fused LoRA kernels (un
 A list of names is matched against the model's own layers. A name the model fuses into another (``q_proj`` into
 Phi-3's ``qkv_proj``) is carried over to the fused layer and said: the list an Unsloth notebook gives for Llama means
 every attention and MLP projection, and Phi-3 holds them fused. A name that matches nothing is said too.
+
+A model remembers the run that last trained it (:func:`note_trained`, :func:`trained_in`), so a second ``train()`` on
+the same model object says that it goes on from those weights.
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 
 import torch
@@ -25,6 +29,8 @@ from ..run.settings import ConfigError
 FUSED_PROJECTIONS = {"qkv_proj": ("q_proj", "k_proj", "v_proj"), "gate_up_proj": ("gate_proj", "up_proj")}
 
 # Where PEFT keeps a wrapped layer's pieces: a module under one of these is part of a LoRA or saved layer, not a layer
+_TRAINED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> the run that last trained it, gone with it
+
 PEFT_PARTS = {"base_layer", "lora_A", "lora_B", "lora_dropout", "lora_embedding_A", "lora_embedding_B",
               "lora_magnitude_vector", "original_module", "modules_to_save"}
 
@@ -95,3 +101,23 @@ def describe_lora(model) -> str:
     reasons = [f"{name} (the output layer: modules_to_save=['{name}'] trains it whole)" if name in output_names
                else f"{name} (not in target_modules)" for name in left_out]
     return f"LoRA on {', '.join(adapted)}" + (f"; left out: {', '.join(reasons)}" if reasons else "")
+
+
+def note_trained(*models, run: str) -> None:
+    """Remember that ``run`` (its folder and steps) trained ``models``: the model given to ``train`` and the trainer's,
+    where they are two objects."""
+    for model in models:
+        try:
+            _TRAINED[model] = run
+        except TypeError:  # not weak-referenceable: nothing to remember it by
+            pass
+
+
+def trained_in(model) -> str | None:
+    """The weights ``model`` carries from a run in this process, ``"the LoRA weights trained in <folder> (N steps)"``;
+    None for a model no run has trained."""
+    try:
+        run = _TRAINED.get(model)
+    except TypeError:
+        return None
+    return None if run is None else f"the {'LoRA ' if hasattr(model, 'peft_config') else ''}weights trained in {run}"

@@ -7,20 +7,24 @@
       dashboard.png        the dashboard's charts                         (monitor.dashboard.LiveDashboard)
       eval.json            held-out scores before and after training      (evaluation.heldout.HeldoutEvaluation)
       train_summary.json   the Trainer's closing numbers (runtime, mean loss)
-      checkpoint-N/        the Trainer's checkpoints                      (resume.latest_checkpoint)
+      checkpoint-N/        the Trainer's checkpoints, whole when missing_parts names nothing (resume.latest_checkpoint)
       partial-checkpoint-N/  an incomplete checkpoint a resumed run passed over, kept (resume.resume_checkpoint)
       adapter_model.safetensors, adapter_config.json, tokenizer files: the trained weights
 
 Files are replaced whole (written aside, then renamed), so a reader never sees half of one; JSON-lines
 files are appended to and flushed line by line, so a killed process loses at most the line it was writing.
 
-A run never lands on another one by accident: a folder holding what a run writes (:func:`earlier_run`) is refused
-unless the run resumes it or is told to overwrite it (:func:`clear_run`), and a run given no folder gets a fresh one,
-``outputs/<model>-<n>`` (:func:`fresh_run_dir`).
+A folder is only ever written by a run that owns it. :func:`folder_kind` tells what a folder holds: nothing yet, a
+run (its ``run.yaml`` ends in the stamp the run wrote, :func:`stamped`; an edit after that shows), a ``train_stages``
+plan (stage folders that are runs), or anything else (an export, the user's own files, a ``run.yaml`` no run wrote).
+A run writes into a new folder, or into a run's folder that it resumes or is told to overwrite (:func:`clear_run`, which
+removes that run's files and keeps every other one); anything else is refused (``run.settings.output_problems``). A run
+given no folder gets a fresh one, ``outputs/<model>-<n>`` (:func:`fresh_run_dir`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -44,6 +48,15 @@ RUNS_FOLDER = Path("outputs")  # where a run given no output_dir gets its fresh 
 RUN_OUTPUTS = (RUN_FILE, METRICS_FILE, SAMPLES_FILE, DASHBOARD_FILE, EVAL_FILE, SUMMARY_FILE, "checkpoint-*",
                "partial-checkpoint-*", "completions", "adapter_model.*", "adapter_config.json", "model.safetensors",
                "model-*-of-*.safetensors", "model.safetensors.index.json", "pytorch_model*.bin")
+# What the Trainer writes into a checkpoint (transformers' Trainer._save_checkpoint): the weights (the adapter, or
+# the whole model, maybe in shards), then the optimizer and scheduler (DeepSpeed keeps both in global_step*/), then
+# trainer_state.json, last.
+WEIGHT_FILES = ("adapter_model.safetensors", "adapter_model.bin", "model.safetensors", "model.safetensors.index.json",
+                "pytorch_model.bin", "pytorch_model.bin.index.json")
+# What a run writes into its folder before its run.yaml: the command line's model "tiny", built there to load it
+BEFORE_RECORD = ("tiny-model",)
+# The last line of a run.yaml a run wrote: the hash of the lines above it tells the run's record from an edited one
+RECORD_STAMP = "# written by grpo-lite; sha256 of the lines above: "
 
 
 def in_run(path: str | Path, file_name: str) -> Path:
@@ -101,6 +114,70 @@ def append_jsonl(path: Path, records: Iterable[dict[str, Any]]) -> None:
 def write_json(path: Path, document: Any) -> None:
     """Replace ``path`` with ``document`` as indented JSON."""
     replace_file(path, json.dumps(document, indent=2) + "\n")
+
+
+def missing_parts(checkpoint: Path) -> list[str]:
+    """What ``checkpoint`` lacks to continue training exactly where it stopped; empty for a whole one. A save cut
+    off by a kill or a full disk lacks trainer_state.json (written last); a file deleted by hand lacks itself."""
+    missing = [] if any((checkpoint / name).exists() for name in WEIGHT_FILES) else ["the weights"]
+    if not any(checkpoint.glob("global_step*")):
+        missing += [name for name in ("optimizer.pt", "scheduler.pt") if not (checkpoint / name).exists()]
+    try:
+        json.loads((checkpoint / "trainer_state.json").read_text())
+    except (OSError, ValueError):
+        missing.append("a readable trainer_state.json")
+    return missing
+
+
+def checkpoints(output_dir: Path) -> list[Path]:
+    """The Trainer's ``checkpoint-N`` folders, newest first."""
+    found = [(int(p.name.split("-")[1]), p) for p in output_dir.glob("checkpoint-*") if p.name.split("-")[1].isdigit()]
+    return [checkpoint for _, checkpoint in sorted(found, reverse=True)]
+
+
+def whole_checkpoint(output_dir: Path) -> Path | None:
+    """The newest ``checkpoint-N`` in ``output_dir`` that was saved whole, or None; says nothing of the others."""
+    return next((checkpoint for checkpoint in checkpoints(output_dir) if not missing_parts(checkpoint)), None)
+
+
+def stamped(record: str) -> str:
+    """The text of a ``run.yaml`` a run writes: ``record`` and its stamp, the hash of ``record``, as its last line."""
+    return f"{record}{RECORD_STAMP}{hashlib.sha256(record.encode()).hexdigest()}\n"
+
+
+def record_origin(path: str | Path) -> str:
+    """Who wrote the ``run.yaml`` at ``path``: ``"run"``, a run, as it wrote it; ``"edited run"``, a run, changed since;
+    ``"other"``, no run (no stamp: a recipe of the user's, another tool's file)."""
+    text = Path(path).read_bytes().decode("utf-8", errors="replace")
+    record, stamp, _ = text.rpartition(RECORD_STAMP)
+    if not stamp or not record.endswith("\n"):
+        return "other"
+    return "run" if text == stamped(record) else "edited run"
+
+
+def folder_kind(folder: str | Path) -> str:
+    """What ``folder`` holds, for whether a run may write there:
+
+    - ``"new"``: missing, empty, or only what a run writes before its record and hidden entries (``.ipynb_checkpoints``),
+      which a run never writes over;
+    - ``"run"``: a run's, its run.yaml as the run wrote it; ``"edited run"``: a run's whose run.yaml was changed since;
+    - ``"plan"``: a ``train_stages`` plan, no run.yaml and stage folders that are runs;
+    - ``"other"``: anything else, an export, the user's files, a run.yaml no run wrote.
+    """
+    folder = Path(folder)
+    if not folder.is_dir() or all(path.name in BEFORE_RECORD or path.name.startswith(".") for path in folder.iterdir()):
+        return "new"
+    if (folder / RUN_FILE).is_file():
+        return record_origin(folder / RUN_FILE)
+    if any((path / RUN_FILE).is_file() and record_origin(path / RUN_FILE) != "other" for path in folder.iterdir()):
+        return "plan"
+    return "other"
+
+
+def held(folder: str | Path, limit: int = 4) -> str:
+    """The names ``folder`` holds, the first ``limit`` of them sorted, for a message: ``a, b, c, d, ... (9 in all)``."""
+    names = sorted(path.name for path in Path(folder).iterdir()) if Path(folder).is_dir() else []
+    return ", ".join(names[:limit]) + (f", ... ({len(names)} in all)" if len(names) > limit else "")
 
 
 def earlier_run(folder: str | Path) -> list[str]:

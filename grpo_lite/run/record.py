@@ -12,14 +12,18 @@ read it back as the same run.
     reward_timeout: 600
     overrides: {max_steps: 200}
     chosen: {preset: l4-24gb, backend: unsloth, overrides: {use_vllm: true, ...},
+             rows: 7473, rows_fingerprint: 9f2c...,   # the training rows as TRL got them (rows_fingerprint)
              translated: {warmup_ratio: {warmup_steps: 0.1}},   # an old field of the user's -> its new form
              sources: {beta: preset, max_steps: user, use_vllm: machine, ...}}   # each GRPOConfig value not TRL's default
     grpo_config: {...every GRPOConfig field...}
+    # written by grpo-lite; sha256 of the lines above: ...   (an edit since shows: run.files.record_origin)
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +33,7 @@ import yaml
 from rewards.combine import distinct
 
 from ..errors import NotFound
+from .files import RUN_FILE, replace_file, stamped
 from .settings import RunSettings, read_yaml
 
 
@@ -44,7 +49,7 @@ class RunRecord:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         document = {**self.settings.to_dict(), "chosen": self.chosen, "grpo_config": self.grpo_config}
-        path.write_text(yaml.dump(document, Dumper=_RecordDumper, sort_keys=False, default_flow_style=False))
+        replace_file(path, stamped(yaml.dump(document, Dumper=_RecordDumper, sort_keys=False, default_flow_style=False)))
         return path
 
     @property
@@ -83,8 +88,6 @@ _RecordDumper.add_multi_representer(object, _represent_other)
 
 def read_run(path: str | Path) -> RunRecord:
     """The :class:`RunRecord` in a ``run.yaml`` (or the run folder holding it); the one reader of run records."""
-    from .files import RUN_FILE
-
     path = Path(path)
     path = path / RUN_FILE if path.is_dir() else path
     if not path.exists():
@@ -115,3 +118,12 @@ def reward_reference(func) -> str:
         except ImportError:
             pass
     return name
+
+
+def rows_fingerprint(dataset) -> str:
+    """A hash of ``dataset``'s rows, in order, every column, as Arrow holds them (an image as its bytes): two datasets
+    with the same rows have the same fingerprint, however they were built; any changed, added or moved row changes it."""
+    digest = hashlib.sha256(json.dumps(dataset.column_names).encode())
+    for batch in dataset.with_format("arrow").iter(batch_size=1000):
+        digest.update(json.dumps(batch.to_pylist(), sort_keys=True, default=repr).encode())
+    return digest.hexdigest()[:16]

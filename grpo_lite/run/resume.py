@@ -1,17 +1,20 @@
 """Continuing a run after a disconnect: which checkpoint to load, and whether the new settings allow it.
 
 A checkpoint holds weights, optimizer and sampler state made under the run's settings; resuming under
-other settings would silently train a different run, so the saved ``run.yaml`` is compared first.
+other settings would silently train a different run, so the saved ``run.yaml`` is compared first: a change in what the
+checkpoint depends on is refused, naming each; any other change (max_steps to extend, other rows, a longer reward
+timeout) is said, one warning line naming each, and kept in the new ``run.yaml`` (``chosen.resumes``).
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from ..log import logger
 from .config import config_to_dict
-from .files import RUN_FILE
+from .files import RUN_FILE, checkpoints, missing_parts
 from .record import RunRecord, read_run
 from .settings import ConfigError
 
@@ -24,27 +27,10 @@ RESUME_FIXED_CONFIG = (
     "num_generations", "generation_batch_size", "steps_per_generation", "max_completion_length", "temperature",
     "top_p", "beta", "loss_type", "scale_rewards", "reward_weights", "epsilon", "epsilon_high", "num_iterations",
 )
-
-
-# What the Trainer writes into a checkpoint (transformers' Trainer._save_checkpoint): the weights (the adapter, or
-# the whole model, maybe in shards), then the optimizer and scheduler (DeepSpeed keeps both in global_step*/), then
-# trainer_state.json, last.
-WEIGHT_FILES = ("adapter_model.safetensors", "adapter_model.bin", "model.safetensors", "model.safetensors.index.json",
-                "pytorch_model.bin", "pytorch_model.bin.index.json")
 PARTIAL_PREFIX = "partial-"  # a checkpoint resuming passed over, renamed out of the Trainer's rotation
-
-
-def missing_parts(checkpoint: Path) -> list[str]:
-    """What ``checkpoint`` lacks to continue training exactly where it stopped; empty for a whole one. A save cut
-    off by a kill or a full disk lacks trainer_state.json (written last); a file deleted by hand lacks itself."""
-    missing = [] if any((checkpoint / name).exists() for name in WEIGHT_FILES) else ["the weights"]
-    if not any(checkpoint.glob("global_step*")):
-        missing += [name for name in ("optimizer.pt", "scheduler.pt") if not (checkpoint / name).exists()]
-    try:
-        json.loads((checkpoint / "trainer_state.json").read_text())
-    except (OSError, ValueError):
-        missing.append("a readable trainer_state.json")
-    return missing
+# What differs between two records of one run without being a change: the folder as each call named it, and the
+# TensorBoard folder transformers < 5 names after the time
+NOT_CHANGES = ("output_dir", "logging_dir", "overwrite", "dataset")
 
 
 def saved_whole(checkpoint: Path) -> bool:
@@ -52,16 +38,17 @@ def saved_whole(checkpoint: Path) -> bool:
     return not missing_parts(checkpoint)
 
 
-def _checkpoints(output_dir: Path) -> list[Path]:
-    """The Trainer's ``checkpoint-N`` folders, newest first."""
-    found = [(int(p.name.split("-")[1]), p) for p in output_dir.glob("checkpoint-*") if p.name.split("-")[1].isdigit()]
-    return [checkpoint for _, checkpoint in sorted(found, reverse=True)]
+def finished_at(checkpoint: Path, max_steps: int) -> int | None:
+    """The step ``checkpoint`` was saved at when the run had trained all of ``max_steps`` there, else None. Resumed
+    from there, the Trainer would train one step past max_steps (transformers 4.56 and 5 alike)."""
+    step = json.loads((checkpoint / "trainer_state.json").read_text()).get("global_step", 0)
+    return step if 0 < max_steps <= step else None
 
 
 def latest_checkpoint(output_dir: Path) -> Path | None:
     """The newest ``checkpoint-N`` in ``output_dir`` that was saved whole, or None; newer ones that are not whole are
     skipped (and left on disk), where the Trainer's own choice would crash on them or silently reset the optimizer."""
-    for checkpoint in _checkpoints(output_dir):
+    for checkpoint in checkpoints(output_dir):
         missing = missing_parts(checkpoint)
         if not missing:
             return checkpoint
@@ -70,10 +57,27 @@ def latest_checkpoint(output_dir: Path) -> Path | None:
     return None
 
 
-def check_resume(saved_run_yaml: str | Path, config, run: RunRecord) -> None:
-    """Refuse to resume a run whose saved ``run.yaml`` differs in something the checkpoint depends on.
+def _as_recorded(record: RunRecord) -> dict[str, Any]:
+    """A record as one level of ``name -> value``: the settings (``load.*``, ``heldout.*``), the training rows
+    (``rows``, ``rows_fingerprint``) and every GRPOConfig field, which holds what ``overrides`` set."""
+    settings = record.settings.to_dict()
+    settings.pop("overrides", None)
+    flat: dict[str, Any] = {}
+    for key, value in settings.items():
+        if key in ("load", "heldout") and isinstance(value, dict):
+            flat.update({f"{key}.{name}": inner for name, inner in value.items()})
+        else:
+            flat[key] = value
+    flat.update({key: record.chosen.get(key) for key in ("rows", "rows_fingerprint")})
+    flat.update(record.grpo_config)
+    return {key: value for key, value in flat.items() if key not in NOT_CHANGES}
 
-    Raises ConfigError listing each changed field as ``field: old -> new``.
+
+def check_resume(saved_run_yaml: str | Path, config, run: RunRecord) -> list[str]:
+    """Refuse to resume a run whose saved ``run.yaml`` differs in something the checkpoint depends on; return the other
+    changes, each as ``name: old -> new`` (``rows_fingerprint``: other training rows; ``max_steps``: extended; ...).
+
+    Raises ConfigError listing each changed field the checkpoint depends on as ``field: old -> new``.
     """
     saved_run_yaml = Path(saved_run_yaml)
     saved_record = read_run(saved_run_yaml)
@@ -92,22 +96,36 @@ def check_resume(saved_run_yaml: str | Path, config, run: RunRecord) -> None:
             f"(old from {saved_run_yaml.name} -> new):\n{diff}\n"
             "Use the saved settings to resume (max_steps may grow), or start a new run in another output_dir."
         )
+    before = _as_recorded(saved_record)
+    after = _as_recorded(RunRecord(run.settings, run.chosen, new_config))
+    checked = {*RESUME_FIXED_RUN, *RESUME_FIXED_CONFIG, "load.lora_rank"}
+    return [f"{key}: {before.get(key)!r} -> {after.get(key)!r}" for key in dict.fromkeys([*before, *after])
+            if key not in checked and before.get(key) != after.get(key)]
 
 
 def resume_checkpoint(output_dir: Path, config, run: RunRecord) -> Path | None:
-    """The checkpoint to continue from, once the saved run record agrees with ``config`` and ``run``.
+    """The checkpoint to continue from, once the saved run record agrees with ``config`` and ``run``; the other changes
+    since are said and added to ``run.chosen["resumes"]``, after those of earlier resumes.
 
-    Raises ConfigError when a setting the checkpoint depends on changed; None (said) when there is no
-    complete checkpoint, and the run starts from the beginning.
+    Raises ConfigError when a setting the checkpoint depends on changed; None (said) when ``output_dir`` holds no run
+    yet (``run.settings.output_problems`` refuses a run's folder without a whole checkpoint), and the run starts from the
+    beginning.
     """
+    changes: list[str] = []
     if (output_dir / RUN_FILE).exists():
-        check_resume(output_dir / RUN_FILE, config, run)
+        changes = check_resume(output_dir / RUN_FILE, config, run)
+        run.chosen["resumes"] = list(read_run(output_dir / RUN_FILE).chosen.get("resumes", []))
     checkpoint = latest_checkpoint(output_dir)
     if checkpoint is None:
         logger.warning(f"no complete checkpoint in {output_dir} to resume from; training from the start")
     else:
         logger.info(f"resuming from {checkpoint.name}, with its optimizer, scheduler and trainer state")
-    for newer in _checkpoints(output_dir):
+        run.chosen.setdefault("resumes", []).append({"checkpoint": checkpoint.name, "changed": changes})
+        if changes:
+            rows = " (other training rows: the steps from here train on them)" if any(
+                change.startswith("rows_fingerprint:") for change in changes) else ""
+            logger.warning(f"resuming {checkpoint.name} with changes since {RUN_FILE} (old -> new){rows}: {'; '.join(changes)}")
+    for newer in checkpoints(output_dir):
         if checkpoint is not None and newer == checkpoint:
             break
         # Out of the Trainer's rotation, which keeps the newest save_total_limit checkpoint-N folders by step: left

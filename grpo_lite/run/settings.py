@@ -44,7 +44,7 @@ from ..data.prepare import DATA_KEYS
 from ..errors import UserError
 from ..machine import stack
 from ..shapes import AnyOf, Anything, Declared, Exactly, Flag, Kind, ListOf, Mapping, Number, Shape, Text, Whole, is_number, optional, problems, shown
-from .files import earlier_run
+from .files import RUN_FILE, earlier_run, folder_kind, held, whole_checkpoint
 from .porting import REMOVED_FIELDS, port_overrides, still_a_field
 from .presets import TRAINING_PRESETS, TRL_PRESET, preset_name, preset_options, preset_values
 
@@ -96,7 +96,7 @@ SECTION_FIXES = {
 }
 DATA_SECTIONS = ("dataset", "heldout")
 # The reward functions of a run: names, module:function or file.py:function references, functions, a RewardSet
-REWARD = AnyOf((Text(), Kind((RewardSet,), callable=True, said="a function")))
+REWARD = AnyOf((Text(), Kind((os.PathLike,), said="a path"), Kind((RewardSet,), callable=True, said="a function")))
 REWARDS_SHAPE = AnyOf((REWARD, ListOf(REWARD, empty=False)))
 
 
@@ -376,8 +376,11 @@ class RunSettings:
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]{0,95}(/[A-Za-z0-9][\w.-]{0,95})?")
 
 
-def model_problems(model: str) -> list[str]:
+def model_problems(model: str | os.PathLike) -> list[str]:
     """A local model folder that is not there, or a name that is neither a folder nor a hub id."""
+    if not isinstance(model, (str, os.PathLike)):
+        return [f"model={shown(model)}: give a hub id, a local model folder (text or a path), or 'tiny'"]
+    model = os.fspath(model)
     if model == "tiny":
         return []
     path = Path(model).expanduser()
@@ -398,9 +401,12 @@ def model_problems(model: str) -> list[str]:
     return []
 
 
-def output_problems(output_dir: str | os.PathLike | None, *, resume: bool = False, overwrite: bool = False) -> list[str]:
+def output_problems(output_dir: str | os.PathLike | None, *, resume: bool = False, overwrite: bool = False,
+                    owner: str = "run") -> list[str]:
     """An output folder that cannot be made or written (a file in its place or above it, a folder without write
-    access), or that holds another run which neither ``resume`` continues nor ``overwrite`` replaces."""
+    access), or that this writer does not own (:func:`~grpo_lite.run.files.folder_kind`): ``owner`` (a ``"run"``, or a
+    ``train_stages`` ``"plan"``) writes into a new folder, or into one of its own kind that it continues (``resume``,
+    which needs a whole checkpoint there) or replaces (``overwrite``), and into nothing else."""
     if resume and overwrite:
         return ["resume=True and overwrite=True together: resume continues the run in output_dir, overwrite replaces it; "
                 "pick one"]
@@ -418,11 +424,33 @@ def output_problems(output_dir: str | os.PathLike | None, *, resume: bool = Fals
     if not os.access(existing, os.W_OK | os.X_OK):
         return [f"output_dir {str(output_dir)!r} cannot be written ({existing} is read-only for this user); pick a folder "
                 "you can write to"]
-    held = earlier_run(output_dir) if existing == output_dir and not resume and not overwrite else []
-    if held:
-        return [f"output_dir {str(output_dir)!r} holds another run ({', '.join(held[:4])}{', ...' if len(held) > 4 else ''}): "
-                "continue it with resume=True (--resume), pick another output_dir (--output-dir), or replace it with "
-                "overwrite=True (overwrite: true)"]
+    kind = folder_kind(output_dir)
+    if kind == "new":
+        return []
+    named = f"output_dir {str(output_dir)!r}"
+    if kind.removeprefix("edited ") != owner:
+        what = {"plan": "a train_stages plan", "other": "files no grpo-lite run wrote"}.get(kind, "a grpo-lite run")
+        asked = (f" (resume=True finds no grpo-lite {owner} to continue there)" if resume else
+                 f" (overwrite=True replaces only a grpo-lite {owner})" if overwrite else "")
+        return [f"{named} holds {what} ({held(output_dir)}), and a {owner} writes only into a new or empty folder or one of "
+                f"its own, so that nothing there is replaced{asked}: pick another output_dir (--output-dir), e.g. "
+                f"{str(output_dir / owner)!r}"]
+    if kind == "edited run" and resume:
+        return [f"{named}: its {RUN_FILE} was changed after the run wrote it, so it no longer says what the checkpoint was "
+                "trained with, and resuming would write over the change: undo the edit to resume, start the run over "
+                "with overwrite=True, or pick another output_dir (--output-dir)"]
+    if kind != "plan" and resume and whole_checkpoint(output_dir) is None:
+        partial = sorted(path.name for path in output_dir.glob("checkpoint-*"))
+        found = f"{', '.join(partial)} {'is' if len(partial) == 1 else 'are'} not whole" if partial else "it saved none"
+        return [f"{named} holds a run with no complete checkpoint to resume from ({found}); resuming is refused rather "
+                "than starting over on the run's files: start the run over with overwrite=True (its record, logs and "
+                "weights are replaced), or pick another output_dir (--output-dir)"]
+    if not resume and not overwrite:
+        names = earlier_run(output_dir)
+        listing = held(output_dir) if kind == "plan" else ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
+        return [f"{named} holds another {owner} ({listing}): continue it "
+                "with resume=True (--resume), pick another output_dir (--output-dir), or replace it with overwrite=True "
+                "(overwrite: true)"]
     return []
 
 

@@ -1,10 +1,11 @@
 """Curriculum training: several GRPO runs in a row on the same LoRA weights, e.g. format first, then correctness.
 
 Each stage is an ordinary :func:`grpo_lite.train` run in its own folder (``<output_dir>/<i>-<name>``) with its
-own rewards and settings; without an ``output_dir`` the plan gets a fresh ``outputs/<model>-<n>``. A folder holding an
-earlier plan (its joined metrics.jsonl, or a stage's run) is refused before the first stage starts, unless
-``resume=True`` or ``overwrite=True`` is among the common settings. The stages' step records are also joined into ``<output_dir>/metrics.jsonl`` with
-steps numbered on from the previous stage and a ``stage`` field, so one history shows the whole curriculum.
+own rewards and settings; without an ``output_dir`` the plan gets a fresh ``outputs/<model>-<n>``. A folder holding
+an earlier plan (stage folders that are runs) is refused before the first stage starts, unless ``resume=True`` or
+``overwrite=True`` is among the common settings; a folder holding anything else is refused either way. The stages'
+step records are also joined into ``<output_dir>/metrics.jsonl`` with steps numbered on from the previous stage and a
+``stage`` field, so one history shows the whole curriculum.
 A stage that ends early (the Stop button, Ctrl-C, a reward that keeps failing) ends the plan there, with that
 stage's checkpoint: the later stages do not start.
 """
@@ -79,8 +80,9 @@ def train_stages(
     output_dir = fresh_run_dir(run_name(model_name(model))) if fresh else Path(output_dir)
     names = [stage.name or f"stage{i}" for i, stage in enumerate(stages, start=1)]
     stage_dirs = [output_dir / f"{i}-{name}" for i, name in enumerate(names, start=1)]
-    taken = [problem for folder in (output_dir, *stage_dirs) for problem in
-             output_problems(folder, resume=common.get("resume") is True, overwrite=common.get("overwrite") is True)]
+    asked = dict(resume=common.get("resume") is True, overwrite=common.get("overwrite") is True)
+    taken = output_problems(output_dir, **asked, owner="plan") + [
+        problem for folder in stage_dirs for problem in output_problems(folder, **asked)]
     if taken:  # before the first stage trains: a later stage refused would leave the plan half done
         raise ConfigError("\n".join(f"train_stages: {problem}" for problem in taken))
     if fresh:

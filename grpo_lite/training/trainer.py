@@ -27,6 +27,7 @@ can be saved and raises an error that says what to change (docs/faults.md).
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +47,7 @@ from ..guards.nan import NaNStop
 from ..guards.reward_calls import GuardedReward, RewardFailureStop, guard, unlimited
 from ..log import is_main_process, logger
 from ..model.load import loaded_as
+from ..model.lora import note_trained, trained_in
 from ..monitor.dashboard import LiveDashboard
 from ..monitor.invariants import InvariantChecks
 from ..monitor.metrics import MetricsLog, read_metrics
@@ -55,8 +57,8 @@ from ..run.config import config_to_dict, make_config
 from ..run.files import RUN_FILE, clear_run, fresh_run_dir, run_name, say_fresh_run_dir
 from ..run.porting import changes_table, option_sources, port_overrides, preset_changes, sampling_values
 from ..run.presets import preset_name
-from ..run.record import RunRecord, reward_reference
-from ..run.resume import resume_checkpoint
+from ..run.record import RunRecord, reward_reference, rows_fingerprint
+from ..run.resume import finished_at, resume_checkpoint
 from ..run.settings import REWARD_TIMEOUT, ConfigError, Heldout, RunSettings, resolve_options
 from ..run.stopping import InterruptStops, StopSwitch
 from .trl_compat import generate_with_tokenizer, render_with_template_kwargs, template_kwargs_field
@@ -93,6 +95,19 @@ def _training_rows(dataset):
 
 
 def _check_dataset(dataset) -> None:
+    from datasets import DatasetDict, IterableDataset, IterableDatasetDict
+
+    if isinstance(dataset, (DatasetDict, IterableDatasetDict)):
+        splits = list(dataset)
+        pick = "train" if "train" in splits else next(iter(splits), "train")
+        raise DatasetError(f"dataset is a {type(dataset).__name__} of the splits {', '.join(map(repr, splits)) or '(none)'}: "
+                           f"pass the one split to train on, dataset[{pick!r}]")
+    if isinstance(dataset, IterableDataset):
+        # TRL 0.22 refuses one (NotImplementedError in GRPOTrainer.__init__); TRL 1.x streams it, but GRPO's groups and
+        # a resumable run need rows that can be counted and indexed
+        raise DatasetError("dataset is an IterableDataset (a stream), and a run trains on rows it can count and index: "
+                           "turn the rows to train on into a Dataset, datasets.Dataset.from_list(list(dataset.take(n))) "
+                           "or datasets.Dataset.from_generator(...)")
     if not hasattr(dataset, "column_names"):
         raise DatasetError(f"dataset is a {type(dataset).__name__}, not a datasets.Dataset; build it with "
                            "grpo_lite.prepare_dataset(rows, question=..., answer=...)")
@@ -128,6 +143,17 @@ def _drop_long_prompts(dataset, tokenizer, max_prompt_tokens: int, chat_template
         logger.info(f"dropped {len(lengths) - len(keep)} of {len(lengths)} rows whose prompt is over {max_prompt_tokens} tokens "
                     f"(max_prompt_length; the longest is {max(lengths)})")
     return dataset.select(keep)
+
+
+def _check_trainable(model) -> None:
+    """Refuse a model with no weight to train, which TRL would meet as an autograd error inside its first step."""
+    if not any(parameter.requires_grad for parameter in model.parameters()):
+        raise ConfigError(
+            f"the model ({type(model).__name__}) has no weight to train: every parameter is frozen, as PEFT's "
+            "merge_and_unload() leaves a model once it folds the LoRA weights into the base ones. Train the model "
+            "load_model returned before merging (export(how='merged_16bit') merges a copy and leaves it trainable), or "
+            "load the model again with load_model(...)"
+        )
 
 
 def _check_sequence_length(model, tokenizer, dataset, config, chat_template_kwargs: dict[str, Any]) -> None:
@@ -211,7 +237,9 @@ def train(
     too); its other columns reach the reward functions. The run's files go to ``output_dir``; without one, to a fresh
     ``outputs/<model>-<n>`` (the model's short name, numbered on), said when the run starts. A folder holding another
     run is refused before anything is written: pass ``resume=True`` to continue it, another ``output_dir``, or
-    ``overwrite=True`` to replace it (its record, logs, checkpoints and weights; other files stay). ``rewards`` are
+    ``overwrite=True`` to replace it (its record, logs, checkpoints and weights; other files stay); a folder holding
+    anything else (an export, your own files) is refused whatever is asked. ``resume=True`` goes on from the run's newest
+    whole checkpoint (a run with none is refused), naming each setting or the training rows that changed since. ``rewards`` are
     reward functions, registry or preset names, ``"module:function"`` or ``"path/to/file.py:function"`` references or
     a ``rewards.RewardSet`` (its weights become ``reward_weights``); each is logged under a name of its own
     (``rewards/<name>/mean``): two of one name (two lambdas) as ``<name>`` and ``<name>_2``, said when the run
@@ -236,7 +264,7 @@ def train(
     settings = RunSettings(
         model=model_name(model), rewards=_as_list(rewards), load=loaded.settings if loaded else None,
         reward_weights=_as_list(reward_weights), preset=preset,
-        output_dir=str(output_dir) if isinstance(output_dir, (str, Path)) else output_dir, overwrite=overwrite,
+        output_dir=os.fspath(output_dir) if isinstance(output_dir, (str, os.PathLike)) else output_dir, overwrite=overwrite,
         reward_timeout=reward_timeout, chat_template_kwargs=chat_template_kwargs, fold_system_prompt=fold_system_prompt,
         heldout=Heldout(heldout, heldout_n, heldout_samples) if heldout is not None else None, overrides=overrides)
     return train_run(model, tokenizer, dataset, settings, callbacks=callbacks, resume=resume, dashboard=dashboard)
@@ -261,6 +289,7 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
     """:func:`train` for a run given as one :class:`RunSettings`, whose ``heldout.data`` is a prepared dataset."""
     settings.validate(model_loaded=True, resume=resume)
     dataset = _training_rows(dataset)
+    _check_trainable(model)
     if settings.output_dir is None:
         output_dir = fresh_run_dir(run_name(settings.model))
         say_fresh_run_dir(output_dir)
@@ -311,12 +340,17 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
     if (unlimited_rewards := unlimited(guarded)) is not None:
         logger.warning(unlimited_rewards)
     record = _record(model, settings, funcs, config, set_weights, chosen_overrides)
+    record.chosen.update(rows=len(dataset), rows_fingerprint=rows_fingerprint(dataset))  # resuming compares them
     if ported.translated:
         record.chosen["translated"] = ported.translated  # the user's field -> its new form (None: dropped)
     record.chosen["sources"] = {key: source for key, source in sorted(sources.items()) if source != "trl"}
     views = _dashboard(dashboard, output_dir)  # a view name that does not exist is refused before anything is written
     checkpoint = resume_checkpoint(output_dir, config, record) if resume else None
-    if is_main_process():
+    finished = finished_at(checkpoint, config.max_steps) if checkpoint is not None else None
+    if checkpoint is None and (earlier := trained_in(model)) is not None:
+        logger.warning(f"this model carries {earlier}: this run goes on from them (as a later stage does); to start from "
+                       "the base weights, load the model again with load_model(...)")
+    if is_main_process() and finished is None:  # a finished run resumed trains nothing: its record stays as it is
         if settings.overwrite and not resume and (removed := clear_run(output_dir)):
             logger.warning(f"overwrite=True: removed the earlier run's {', '.join(removed)} from {output_dir}")
         record.write(output_dir / RUN_FILE)
@@ -337,8 +371,20 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
     trainer = _grpo_trainer(model, tokenizer, dataset, guarded, config, watchers)
     with (faults_reported(trainer), generate_with_tokenizer(trainer.model, tokenizer, config),
           render_with_template_kwargs(tokenizer, template)):
-        trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
-        if switch.save:  # after a NaN the last good checkpoint is the result: nothing is saved over it
+        try:
+            if checkpoint is not None:
+                _restore_trained_adapter(trainer.model, checkpoint)
+            if finished is None:
+                trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+            else:  # nothing left to train: the model takes the checkpoint's weights (the Trainer's loader: the rest)
+                trainer._load_from_checkpoint(str(checkpoint))
+                logger.info(f"the run in {output_dir} trained its max_steps={config.max_steps} already ({checkpoint.name}): "
+                            "nothing is trained or written; the model holds its weights. Give a larger max_steps to train "
+                            "on from it")
+        finally:
+            if (steps := finished or trainer.state.global_step) > 0:
+                note_trained(model, trainer.model, run=f"{output_dir} ({steps} step{'s' if steps > 1 else ''})")
+        if switch.save and finished is None:  # after a NaN the last good checkpoint is the result: nothing is saved over it
             trainer.save_model(str(output_dir))  # the Trainer writes from the main process only
             if trainer.is_world_process_zero():
                 tokenizer.save_pretrained(str(output_dir))
@@ -348,6 +394,14 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
         raise switch.error
     return TrainResult(trainer=trainer, output_dir=output_dir, rewards=guarded,
                        evaluation=evaluation[0].comparison if evaluation else None, stopped=switch.reason)
+
+
+def _restore_trained_adapter(model, checkpoint: Path) -> None:
+    """Load the trained adapter of ``checkpoint`` into ``model``'s active adapter. Resuming, transformers' Trainer loads
+    only the adapters in a checkpoint's subfolders once it has one (``Trainer._load_from_checkpoint``): TRL 1.x saves its
+    frozen "ref" adapter there, and PEFT the trained one at the top, which would stay at its initial weights."""
+    if hasattr(model, "load_adapter") and (checkpoint / "adapter_config.json").exists():
+        model.load_adapter(str(checkpoint), adapter_name=model.active_adapter, is_trainable=True)
 
 
 def _stop_strings_for_vllm(config) -> None:
