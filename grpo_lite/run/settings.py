@@ -448,9 +448,8 @@ def output_problems(output_dir: str | os.PathLike | None, *, resume: bool = Fals
     if not resume and not overwrite:
         names = earlier_run(output_dir)
         listing = held(output_dir) if kind == "plan" else ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
-        return [f"{named} holds another {owner} ({listing}): continue it "
-                "with resume=True (--resume), pick another output_dir (--output-dir), or replace it with overwrite=True "
-                "(overwrite: true)"]
+        return [f"{named} holds another {owner} ({listing}): continue it with resume=True (--resume), pick another "
+                "output_dir (--output-dir), or replace it with overwrite=True (overwrite: true)"]
     return []
 
 
