@@ -27,7 +27,7 @@ def tiny_model(tiny_model_dir):
 
 
 FAULT_TABLE = pytest.StashKey[list]()
-GENERATED = pytest.StashKey[dict]()  # how the inputs tests/test_generated_input.py made from the declared shapes ended
+GENERATED = pytest.StashKey["GeneratedInputs"]()  # how the inputs the tests/test_generated_*.py modules made ended
 FAULT_TABLE_HEADER = ("| fault | injected as | the run ended with | survived | data lost |", "|---|---|---|---|---|")
 
 
@@ -37,11 +37,34 @@ def fault_table(pytestconfig):
     return pytestconfig.stash.setdefault(FAULT_TABLE, [])
 
 
+class GeneratedInputs:
+    """How the generated inputs ended, counted by kind of input (settings, dataset values, reward returns, ...), and the
+    known defects they met: the classes of input each module lists as failing until the fix that owns them is in."""
+
+    OUTCOMES = ("generated", "refused", "accepted", "tracebacks", "silent changes", "failed checks", "known defects")
+
+    def __init__(self):
+        self.kinds: dict[str, dict[str, int]] = {}
+        self.defects: dict[str, int] = {}  # a known defect's class -> how many inputs of it failed
+
+    def count(self, kind: str, outcome: str) -> None:
+        counts = self.kinds.setdefault(kind, dict.fromkeys(self.OUTCOMES, 0))
+        counts[outcome] += 1
+
+    def met(self, defects) -> None:
+        for defect in defects:
+            self.defects[defect] = self.defects.get(defect, 0) + 1
+
+    def lines(self) -> list[str]:
+        lines = [f"  {kind}: " + ", ".join(f"{n} {outcome}" for outcome, n in counts.items() if n or outcome in self.OUTCOMES[:5])
+                 for kind, counts in self.kinds.items()]
+        return lines + [f"  known defect met {n} times: {defect}" for defect, n in sorted(self.defects.items())]
+
+
 @pytest.fixture(scope="session")
-def generated_inputs(pytestconfig):
-    """How the inputs tests/test_generated_input.py made ended, counted for the summary."""
-    return pytestconfig.stash.setdefault(GENERATED, dict.fromkeys(("generated", "refused", "accepted", "tracebacks",
-                                                                     "silent changes"), 0))
+def generated_inputs(pytestconfig) -> GeneratedInputs:
+    """How the inputs the generated-input tests made ended, counted for the summary."""
+    return pytestconfig.stash.setdefault(GENERATED, GeneratedInputs())
 
 
 def pytest_terminal_summary(terminalreporter, config):
@@ -52,9 +75,10 @@ def pytest_terminal_summary(terminalreporter, config):
 
     terminalreporter.write_line(f"sandbox isolation: {isolation()}")
     generated = config.stash.get(GENERATED, None)
-    if generated:
-        terminalreporter.write_line("generated input (tests/test_generated_input.py): " + ", ".join(
-            f"{count} {outcome}" for outcome, count in generated.items()))
+    if generated is not None and generated.kinds:
+        terminalreporter.write_line("generated input (tests/test_generated_*.py), by kind:")
+        for line in generated.lines():
+            terminalreporter.write_line(line)
     rows = config.stash.get(FAULT_TABLE, [])
     if rows:
         terminalreporter.write_line("injected faults (tests/test_faults.py):")

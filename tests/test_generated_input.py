@@ -9,25 +9,34 @@ ends one of two ways:
 - refused: a UserError (from the command line: exit 2) whose ``grpo-lite:`` lines name the setting, with no traceback,
   no run.yaml or metrics.jsonl written and every file already in the run folder kept;
 - accepted: the value read as given (numbers written as text read as numbers, a data file's path as ``{path: ...}``,
-  one reward as a list of one) and the run carried to the trainer, its GRPOConfig built; the model is the session's
-  tiny one and training itself is left out.
+  one reward as a list of one) and the run carried to the trainer, its GRPOConfig built and run.yaml written; the model
+  is the session's tiny one and training itself is left out.
 
 Nothing else: an exception of any other kind (a traceback) or a value read as something else (a silent change) fails
 the test. The number of inputs and of each outcome is printed in the session summary (conftest.py, generated_inputs).
+
+Which values Hypothesis draws depends on more than the seed: on the settings this stack's GRPOConfig has (the two ends
+of the supported range differ by dozens of fields, so one draw picks different settings on each) and on the constants
+of every module of this project imported so far (Hypothesis mixes them into its draws: the suite and this file alone
+draw differently). So before the drawn values, :func:`test_every_setting_meets_every_kind_of_value` gives every
+setting this stack declares one value of every kind, through one of its routes: what the draws may miss, it does not.
 """
 
 import contextlib
 import dataclasses
+import functools
 import io
 import json
 import math
 import os
 import tempfile
+import typing
 from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from generated import Reached, SilentChange, bounded, judge, same, up_to_the_trainer
+from hypothesis import given
 from hypothesis import strategies as st
 
 from grpo_lite import load_model, plan, prepare_dataset, train
@@ -39,19 +48,20 @@ from grpo_lite.machine.planner import PLAN_ARGUMENTS
 from grpo_lite.run.porting import port_overrides
 from grpo_lite.run.settings import OPTION_RANGES, SECTION_FIXES, Heldout, LoadSettings, RunSettings, declared, grpo_config_shapes
 from grpo_lite.shapes import AnyOf, Anything, Declared, Exactly, Flag, Kind, ListOf, Mapping, Number, Text, Whole
-from grpo_lite.training import trainer
 
 ROWS = [{"question": f"What is {i} + {i}?", "answer": str(2 * i)} for i in range(8)]
+# Classes of input that fail today, each with what it does now; an entry goes when its fix is in.
+KNOWN_DEFECTS = {
+    "a load setting among load.from_pretrained's keywords": "the run YAML's load: {from_pretrained: {lora_rank: 0}} passes "
+                                                           "its check, and load_model(**load, **from_pretrained) raises "
+                                                           "TypeError: got multiple values for keyword argument "
+                                                           "(grpo_lite/launch/recipe.py; found by these tests)",
+}
 BASE = {"model": "tiny", "dataset": {"path": "rows.jsonl"}, "rewards": ["numeric_correctness_reward"], "preset": "cpu-smoke",
         "overrides": {"max_steps": 1, "num_generations": 4, "per_device_train_batch_size": 4, "max_completion_length": 8}}
 QUICK = dict(preset="cpu-smoke", max_steps=1, num_generations=4, per_device_train_batch_size=4, max_completion_length=8,
              dashboard=False)
 KEPT = ".notes.txt"  # a hidden file of the user's in the run folder (one of any other name is refused): never lost
-# Inputs per test, the same ones each run (derived from the test): the bound keeps the fast loop fast;
-# GRPO_LITE_GENERATED_EXAMPLES=3000 GRPO_LITE_GENERATED_SEEDED=0 explores further, with new inputs each run.
-EXAMPLES = int(os.environ.get("GRPO_LITE_GENERATED_EXAMPLES", "300"))
-BOUNDED = settings(max_examples=EXAMPLES, deadline=None, derandomize=os.environ.get("GRPO_LITE_GENERATED_SEEDED", "1") == "1",
-                   database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
 # --- values drawn from a shape ---------------------------------------------------------------------------------------
@@ -162,15 +172,6 @@ def read_back(key: str, got: RunSettings):
     return got.overrides[key]
 
 
-def same(a, b) -> bool:
-    """Equal and of one type, all the way down: True is not 1, 1 is not 1.0."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
-    return type(a) is type(b) and (a == b or a != a and b != b)  # NaN read back as NaN is as given
-
-
 def expected_back(key: str, value, text: bool):
     read = as_read(key, value, text)
     if key == "load" and isinstance(read, dict):
@@ -190,13 +191,11 @@ def names_of(key: str, value) -> list[str]:
 
 # --- running an input ------------------------------------------------------------------------------------------------
 
-class Reached(Exception):
-    """The run got as far as building the trainer: every check passed and its GRPOConfig was built."""
-
-
 @pytest.fixture(scope="module")
 def tiny(tiny_model_dir):
-    return load_model(str(tiny_model_dir), lora_rank=8)
+    """The session's tiny model, loaded once, and the rows train() is given, prepared once."""
+    model, tokenizer = load_model(str(tiny_model_dir), lora_rank=8)
+    return model, tokenizer, prepare_dataset(ROWS, system_prompt=None)
 
 
 @contextlib.contextmanager
@@ -216,19 +215,24 @@ def run_folder():
             os.chdir(before)
 
 
+def classes_of(key: str, value) -> set[str]:
+    """The KNOWN_DEFECTS classes the setting ``key`` given ``value`` belongs to."""
+    given = value if key == "load.from_pretrained" else value.get("from_pretrained") if key == "load" and isinstance(
+        value, dict) else None
+    clash = isinstance(given, dict) and set(given) & set(declared(LoadSettings))
+    return {"a load setting among load.from_pretrained's keywords"} if clash else set()
+
+
 def _reached(*args, **kwargs):
     raise Reached
 
 
 @contextlib.contextmanager
-def up_to_the_trainer(tiny, captured: dict):
-    """Everything real up to TRL's trainer: the model is the session's tiny one, whatever loads it. The process's
-    environment is put back afterwards: transformers 4's TrainingArguments writes accelerate's settings into it as it
-    is built (transformers/training_args.py, ``ACCELERATE_DYNAMO_BACKEND`` from torch_compile_backend), and the next
-    input's GRPOConfig would read them."""
-    model, tokenizer = tiny
-    environment = dict(os.environ)
-    with pytest.MonkeyPatch.context() as patch:
+def loading_the_tiny_model(tiny, captured: dict):
+    """Everything real up to TRL's trainer (:func:`generated.up_to_the_trainer`), the model the session's tiny one
+    whatever loads it, and the settings a run YAML was read into kept in ``captured``."""
+    model, tokenizer, _ = tiny
+    with up_to_the_trainer(captured) as patch:
         patch.setattr("grpo_lite.model.tiny.build_tiny_model", lambda *a, **k: "tiny")
         patch.setattr("grpo_lite.model.load.load_model", lambda *a, **k: (model, tokenizer))
         run = recipe.run_recipe
@@ -238,17 +242,7 @@ def up_to_the_trainer(tiny, captured: dict):
             return run(settings, **keywords)
 
         patch.setattr(recipe, "run_recipe", recording)
-
-        def built(model, tokenizer, dataset, rewards, config, callbacks):
-            captured["config"] = config
-            raise Reached
-
-        patch.setattr(trainer, "_grpo_trainer", built)
-        try:
-            yield
-        finally:
-            os.environ.clear()
-            os.environ.update(environment)
+        yield
 
 
 def _refused_by_name(lines: list[str], key: str, value) -> bool:
@@ -257,26 +251,6 @@ def _refused_by_name(lines: list[str], key: str, value) -> bool:
 
 def _no_run_written(root: Path) -> bool:
     return not any(root.rglob("run.yaml")) and not any(root.rglob("metrics.jsonl"))
-
-
-def _outcome(counts, check):
-    """Run ``check`` (which says how its input ended), counting; anything unexpected counts and fails the test."""
-    counts["generated"] += 1
-    try:
-        ended = check()
-    except SilentChange:
-        counts["silent changes"] += 1
-        raise
-    except AssertionError:
-        raise
-    except Exception:
-        counts["tracebacks"] += 1
-        raise
-    counts[ended] += 1
-
-
-class SilentChange(AssertionError):
-    """An accepted value read as something other than what was given."""
 
 
 def _accepted(key, value, text, got):
@@ -293,49 +267,6 @@ def _accepted(key, value, text, got):
         raise SilentChange(f"{key}={value!r} read as {back!r}, not {wanted!r}")
 
 
-ROUTE_SETTINGS = sorted(SETTINGS)
-
-
-@BOUNDED
-@given(route=st.sampled_from(["yaml", "set", "twice"]), setting=_setting_and_value(ROUTE_SETTINGS))
-def test_a_run_yaml_or_set_value_of_any_shape_is_refused_by_name_or_read_as_given(route, setting, tiny, generated_inputs):
-    key, value = setting
-    flag = yaml.safe_dump(value, default_flow_style=True, width=10**9).removesuffix("\n...\n").removesuffix("\n")
-    if "\n" in flag or not same(yaml.safe_load(flag), value) and value == value:
-        route = "yaml"  # a value one --set word cannot spell
-    if route == "twice" and key not in declared(RunSettings):
-        route = "yaml"  # a key given twice: at the top level of a run YAML
-    captured: dict = {}
-
-    def check():
-        with run_folder() as root, up_to_the_trainer(tiny, captured):
-            document = {**BASE, "overrides": dict(BASE["overrides"])}
-            argv = ["train", "recipe.yaml", *([] if key == "output_dir" else ["--output-dir", "out"])]
-            if route in ("yaml", "twice"):
-                _place(document, key, value)
-            else:
-                argv += ["--set", f"{key}={flag}"]
-            text = yaml.safe_dump(document, allow_unicode=True)
-            Path("recipe.yaml").write_text(text + f"{key}: {flag}\n" if route == "twice" else text)
-            said = io.StringIO()
-            try:
-                with contextlib.redirect_stderr(said):
-                    rc = main(argv)
-            except Reached:
-                assert route != "twice", f"{key} given twice was read"
-                _accepted(key, value, True, captured["settings"])
-                return "accepted"
-            err = said.getvalue()
-            lines = [line for line in err.splitlines() if line.startswith("grpo-lite: ")]
-            assert rc == 2 and "Traceback" not in err, err
-            assert _refused_by_name(lines, key, value), f"{key}={value!r} refused without naming it:\n{err}"
-            assert route != "twice" or any(f"{key!r} is given twice" in line for line in lines), err
-            assert _no_run_written(root), f"{key}={value!r} refused after writing a run"
-            return "refused"
-
-    _outcome(generated_inputs, check)
-
-
 def _place(document: dict, key: str, value) -> None:
     section, dot, name = key.partition(".")
     if dot and section in ("dataset", "heldout"):  # a new source replaces the old one, as --set does
@@ -348,9 +279,51 @@ def _place(document: dict, key: str, value) -> None:
         document["overrides"][key] = value
 
 
+def _flag(value) -> str | None:
+    """``value`` as one ``--set`` word spells it, or None where one word cannot."""
+    flag = yaml.safe_dump(value, default_flow_style=True, width=10**9).removesuffix("\n...\n").removesuffix("\n")
+    return None if "\n" in flag or not same(yaml.safe_load(flag), value) and value == value else flag
+
+
+def through_the_command_line(route: str, key: str, value, tiny) -> str:
+    """``grpo-lite train`` with ``key`` set to ``value`` in a run YAML (``yaml``; ``twice``: given twice there) or by
+    ``--set``: how it ended, ``refused`` or ``accepted``, or an AssertionError saying what went wrong."""
+    flag = _flag(value)
+    if flag is None:
+        route = "yaml"  # a value one --set word cannot spell
+    if route == "twice" and key not in declared(RunSettings):
+        route = "yaml"  # a key given twice: at the top level of a run YAML
+    captured: dict = {}
+    with run_folder() as root, loading_the_tiny_model(tiny, captured):
+        document = {**BASE, "overrides": dict(BASE["overrides"])}
+        argv = ["train", "recipe.yaml", *([] if key == "output_dir" else ["--output-dir", "out"])]
+        if route in ("yaml", "twice"):
+            _place(document, key, value)
+        else:
+            argv += ["--set", f"{key}={flag}"]
+        text = yaml.safe_dump(document, allow_unicode=True)
+        Path("recipe.yaml").write_text(text + f"{key}: {flag}\n" if route == "twice" else text)
+        said = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(said):
+                rc = main(argv)
+        except Reached:
+            assert route != "twice", f"{key} given twice was read"
+            _accepted(key, value, True, captured["settings"])
+            return "accepted"
+        err = said.getvalue()
+        lines = [line for line in err.splitlines() if line.startswith("grpo-lite: ")]
+        assert rc == 2 and "Traceback" not in err, err
+        assert _refused_by_name(lines, key, value), f"{key}={value!r} refused without naming it:\n{err}"
+        assert route != "twice" or any(f"{key!r} is given twice" in line for line in lines), err
+        assert _no_run_written(root), f"{key}={value!r} refused after writing a run"
+        return "refused"
+
+
 TRAIN_KEYWORDS = {"preset", "reward_weights", "reward_timeout", "overwrite", "output_dir", "rewards", "heldout_n",
                   "heldout_samples"}
 API_SETTINGS = sorted(TRAIN_KEYWORDS | (set(grpo_config_shapes()) - {"output_dir"}))
+ROUTE_SETTINGS = sorted(SETTINGS)
 
 
 def _api_shape(key):
@@ -358,53 +331,121 @@ def _api_shape(key):
 
 
 # GRPOConfig fields TRL or transformers read into another form in __post_init__ (an enum, a list, a derived batch, no
-# pinned memory on a CPU)
-TRL_REREADS = {"accelerator_config", "dataloader_pin_memory", "debug", "eval_strategy", "fsdp", "generation_batch_size",
-               "gradient_checkpointing_kwargs", "hub_strategy", "include_num_input_tokens_seen", "logging_dir",
-               "logging_strategy", "lr_scheduler_type", "optim", "report_to", "save_strategy", "steps_per_generation",
-               "torch_empty_cache_steps", "warmup_steps"}
+# pinned memory on a CPU); transformers 4 also turns average_tokens_across_devices off on one process, takes local_rank
+# from the process it runs in and moves tpu_metrics_debug into debug (transformers/training_args.py)
+TRL_REREADS = {"accelerator_config", "average_tokens_across_devices", "dataloader_pin_memory", "debug", "eval_strategy",
+               "fsdp", "generation_batch_size", "gradient_checkpointing_kwargs", "hub_strategy",
+               "include_num_input_tokens_seen", "local_rank", "logging_dir", "logging_strategy", "lr_scheduler_type", "optim",
+               "report_to", "save_strategy", "steps_per_generation", "torch_empty_cache_steps", "tpu_metrics_debug",
+               "warmup_steps"}
 
 
-@BOUNDED
+def through_train(key: str, value, tiny) -> str:
+    """``train()`` with the keyword ``key`` set to ``value``: how it ended, or an AssertionError saying what went wrong."""
+    model, tokenizer, dataset = tiny
+    captured: dict = {}
+    with run_folder() as root, up_to_the_trainer(captured):
+        keywords = {**QUICK, "output_dir": "out", key: value}
+        rewards = keywords.pop("rewards", ["numeric_correctness_reward"])
+        if key.startswith("heldout_"):
+            keywords["heldout"] = dataset
+        try:
+            train(model, tokenizer, dataset, rewards, **keywords)
+        except Reached:
+            config = captured["config"]
+            if key in grpo_config_shapes() and key not in QUICK and isinstance(value, (bool, int, str)):
+                ported = port_overrides("cpu-smoke", {key: value})  # a carried-over value, said in one line
+                wanted = ported.overrides.get(key, value)
+                assert wanted == value or any(key in note for note in ported.notes)
+                if not (getattr(config, key) == wanted or key in TRL_REREADS):
+                    raise SilentChange(f"{key}={value!r} became {getattr(config, key)!r}") from None
+            return "accepted"
+        except UserError as error:
+            lines = str(error).splitlines()
+            assert _refused_by_name(lines, key.replace("heldout_", "heldout."), value) or _refused_by_name(lines, key, value), \
+                f"{key}={value!r} refused without naming it: {error}"
+            assert _no_run_written(root), f"{key}={value!r} refused after writing a run"
+            return "refused"
+        raise AssertionError("train() returned without training")
+
+
+# --- every setting with every kind of value, the same on each stack ---------------------------------------------------
+
+# One value of each kind a user might give anywhere: null, a flag, a whole number at and above the usual lower bounds, a
+# fraction, no number, text (a word, blank, a number written as text), a list, a mapping and one whose key names a setting.
+KINDS = {"null": None, "true": True, "0": 0, "7": 7, "0.5": 0.5, "NaN": math.nan, "text": "fast", "blank text": "",
+         "number as text": "1e-5", "list": [1], "mapping": {"a": 1}, "mapping of a setting": {"lora_rank": 1}}
+READ_FROM_TEXT = {"number as text", "NaN"}  # kinds a run YAML and --set read in their own way (YAML's .nan, text to number)
+EVERY_SETTING = sorted(set(ROUTE_SETTINGS) | set(API_SETTINGS))
+
+
+def _route(key: str, kind: str, turn: int) -> str:
+    """How the setting ``key`` gets the value of ``kind``: train()'s keyword where it has one (the cheapest way to the
+    trainer) unless the kind is read from text; else a run YAML and --set by turns."""
+    if key in API_SETTINGS and (kind not in READ_FROM_TEXT or key not in ROUTE_SETTINGS):
+        return "train"
+    return ("yaml", "set")[turn % 2]
+
+
+def _through(route: str, key: str, value, tiny) -> str:
+    return through_train(key, value, tiny) if route == "train" else through_the_command_line(route, key, value, tiny)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_setting_meets_every_kind_of_value(kind, tiny, generated_inputs):
+    """Each setting this stack declares gets the value of ``kind`` (train()'s keyword, a run YAML or --set); every input
+    that ends otherwise than refused by name or read as given is listed."""
+    value = KINDS[kind]
+    failed = []
+    for number, key in enumerate(EVERY_SETTING):
+        route = _route(key, kind, number + list(KINDS).index(kind))
+        try:
+            judge(generated_inputs, "settings", functools.partial(_through, route, key, value, tiny), classes_of(key, value),
+                  KNOWN_DEFECTS)
+        except Exception as failure:
+            failed.append(f"{key}={value!r} ({route}): {type(failure).__name__}: {str(failure).splitlines()[0][:300]}")
+    assert not failed, f"{len(failed)} of {len(EVERY_SETTING)} settings given {kind}:\n" + "\n".join(failed)
+
+
+def _holds_anything(shape) -> bool:
+    if isinstance(shape, (Anything, Declared)):
+        return isinstance(shape, Anything) or _holds_anything(shape.shape)
+    if isinstance(shape, AnyOf):
+        return any(_holds_anything(option) for option in shape.options)
+    return isinstance(shape, ListOf) and _holds_anything(shape.item)
+
+
+def test_every_grpo_config_field_has_the_shape_of_its_type_with_its_names_resolved():
+    """A type named by text (transformers 4.56: ``Optional["ParallelismConfig"]``) is the class it names: only a field
+    typed Any allows any value."""
+    from trl import GRPOConfig
+
+    types_of = typing.get_type_hints(GRPOConfig)
+    loose = [key for key, shape in grpo_config_shapes().items() if _holds_anything(shape) and types_of[key] is not typing.Any]
+    assert not loose, f"GRPOConfig fields whose shape lets any value through: {loose}"
+
+
+# --- drawn values -----------------------------------------------------------------------------------------------------
+
+@bounded()
+@given(route=st.sampled_from(["yaml", "set", "twice"]), setting=_setting_and_value(ROUTE_SETTINGS))
+def test_a_run_yaml_or_set_value_of_any_shape_is_refused_by_name_or_read_as_given(route, setting, tiny, generated_inputs):
+    key, value = setting
+    judge(generated_inputs, "settings", lambda: through_the_command_line(route, key, value, tiny), classes_of(key, value),
+          KNOWN_DEFECTS)
+
+
+@bounded()
 @given(setting=_setting_and_value(API_SETTINGS, _api_shape))
 def test_a_train_keyword_of_any_shape_is_refused_by_name_or_trains_as_given(setting, tiny, generated_inputs):
     key, value = setting
-    model, tokenizer = tiny
-    captured: dict = {}
-
-    def check():
-        with run_folder() as root, up_to_the_trainer(tiny, captured):
-            dataset = prepare_dataset(ROWS, system_prompt=None)
-            keywords = {**QUICK, "output_dir": "out", key: value}
-            rewards = keywords.pop("rewards", ["numeric_correctness_reward"])
-            if key.startswith("heldout_"):
-                keywords["heldout"] = dataset
-            try:
-                train(model, tokenizer, dataset, rewards, **keywords)
-            except Reached:
-                config = captured["config"]
-                if key in grpo_config_shapes() and key not in QUICK and isinstance(value, (bool, int, str)):
-                    ported = port_overrides("cpu-smoke", {key: value})  # a carried-over value, said in one line
-                    wanted = ported.overrides.get(key, value)
-                    assert wanted == value or any(key in note for note in ported.notes)
-                    if not (getattr(config, key) == wanted or key in TRL_REREADS):
-                        raise SilentChange(f"{key}={value!r} became {getattr(config, key)!r}") from None
-                return "accepted"
-            except UserError as error:
-                lines = str(error).splitlines()
-                assert _refused_by_name(lines, key.replace("heldout_", "heldout."), value) or _refused_by_name(lines, key, value), \
-                    f"{key}={value!r} refused without naming it: {error}"
-                assert _no_run_written(root), f"{key}={value!r} refused after writing a run"
-                return "refused"
-            raise AssertionError("train() returned without training")
-
-    _outcome(generated_inputs, check)
+    judge(generated_inputs, "settings", lambda: through_train(key, value, tiny))
 
 
 LOAD_ARGUMENTS = sorted(set(declared(LoadSettings)) - {"from_pretrained"})
 
 
-@BOUNDED
+@bounded()
 @given(function=st.sampled_from(["load_model", "plan", "prepare_dataset"]), data=st.data())
 def test_an_argument_of_any_shape_is_refused_by_name_or_taken_as_given(function, data, tiny_model_dir, generated_inputs):
     declared_here = {"load_model": {k: declared(LoadSettings)[k] for k in LOAD_ARGUMENTS}, "plan": PLAN_ARGUMENTS,
@@ -434,4 +475,4 @@ def test_an_argument_of_any_shape_is_refused_by_name_or_taken_as_given(function,
                 return "refused"
             return "accepted"
 
-    _outcome(generated_inputs, check)
+    judge(generated_inputs, "arguments", check)

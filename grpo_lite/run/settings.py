@@ -630,8 +630,11 @@ def grpo_config_shapes() -> dict[str, Shape]:
 
 @functools.cache
 def _config_shapes(config_class: type) -> dict[str, Shape]:
-    return {f.name: shape_of(f.type) if not isinstance(f.type, str) else Anything()
-            for f in dataclasses.fields(config_class) if f.init}
+    """Shapes from the fields' types with their names resolved where each was declared: transformers 4.56 declares
+    ``parallelism_config: Optional["ParallelismConfig"]``, a name that read as itself would allow any value, and
+    ``TrainingArguments.to_dict`` then fails on a ``false`` (transformers/training_args.py)."""
+    types_of = typing.get_type_hints(config_class)
+    return {f.name: shape_of(types_of[f.name]) for f in dataclasses.fields(config_class) if f.init}
 
 
 def _field_problems(overrides: dict[str, Any]) -> list[str]:

@@ -1,0 +1,598 @@
+"""Rows made from the kinds of value a user's data holds, not from a list of cases someone thought of.
+
+Each input is a small table: a question column, a gold answer column and a column of values of one kind (text, whole
+numbers, fractions, flags, bytes, lists, mappings, numpy scalars, nested values of mixed kinds) or of every kind, with
+missing values among them in each spelling (None, NaN, pandas' NA and NaT, an absent key; JSON's null and NaN; an empty
+CSV cell). It goes in as a user gives it: a list of dicts, a ``datasets.Dataset``, a pandas DataFrame, or a CSV,
+JSON-lines or JSON file (UTF-8, UTF-8 with a BOM, UTF-16, Latin-1; LF or CRLF line ends; its path as text or a
+``pathlib.Path``), through ``prepare_dataset()`` and then ``train()`` with the session's tiny model, up to TRL's trainer.
+Prompts given ready-made (a ``prompt`` column: text, chat messages with a system turn, a prefill ending in an assistant
+turn, content as a list of parts, wrong roles, empty lists) go to ``train()`` as they are; and the dataset itself comes
+as every object a user might hand over.
+
+Each input ends one of two ways: refused with a DatasetError (a UserError) naming the column, the file or the object;
+or accepted with every value in the trainer's dataset, which TRL hands the rewards row by row, as given: the question in
+the prompt, the gold answer's text, every other value equal and of its kind, a missing value as None. As documented, a
+CSV column of numbers reads as numbers and its other text as written (``NA`` and ``None`` too: only an empty cell is
+missing), a column of values of several kinds may be kept as text (said: numbers as their text, beside nested values
+JSON text), and chat content given as text parts as their text. Rows of one kind per column with text questions must
+be taken; a UTF-8 file must end as the same text without a BOM and with LF line ends does. A ready-made prompt renders
+with every message's text. Anything else fails the test, unless its input is of a class in KNOWN_DEFECTS.
+"""
+
+import csv
+import functools
+import io
+import json
+import math
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from datasets import Dataset, DatasetDict
+from generated import Reached, SilentChange, bounded, is_missing, judge, refused_naming, same, up_to_the_trainer
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+from grpo_lite import load_model, prepare_dataset, train
+from grpo_lite.data.prompts import render_prompt
+from grpo_lite.errors import UserError
+from rewards.extract import gold_text
+
+QUICK = dict(preset="cpu-smoke", max_steps=1, num_generations=4, per_device_train_batch_size=4, max_completion_length=8,
+             dashboard=False)
+N_ROWS = 4
+COLUMNS = ("question", "answer", "value")  # of each generated table: its question, its gold answer, values of any kind
+# Classes of input that fail today, each with what it does now; an entry goes when its fix is in.
+KNOWN_DEFECTS = {
+    "NaN or pandas' NA/NaT as a missing value": "NaN reaches the rewards as NaN; beside text it is refused as a mixed "
+                                                "column, pandas' NA is a traceback from Arrow",
+    "nested values of mixed kinds": "Arrow refuses them with a traceback, or fills the keys a mapping lacks with None",
+    "lists or mappings as gold answers": "refused as golds alone; beside values of other kinds, the column is kept as "
+                                         "JSON text and that text taken as the gold (found by these tests)",
+    "mappings of different keys in one column": "each mapping gains the keys of the others, as None (Arrow's struct; "
+                                                "found by these tests)",
+    "a flag among fractions": "a column holding a fraction first reads a later true or false as 1.0 or 0.0 (found by "
+                              "these tests)",
+    "bytes beside other values": "Arrow casts the other values of the column to bytes (found by these tests; no fix on its "
+                                 "way yet)",
+    "a duplicated CSV header": "the second column of the name is read as '<name>.1'",
+    "text spelling a missing value in a CSV file": "NA, N/A, NaN, null or None in a CSV cell is read as a missing value",
+    "a column absent from the first row": "the column is dropped, its values in the other rows lost (Dataset.from_list "
+                                          "takes the first row's keys; found by these tests)",
+    "GSM8K answers (#### n) in some rows only": "from a Dataset or DataFrame whose first row has one, a KeyError "
+                                                "('solution') from datasets' map; from a list, the solution column is "
+                                                "dropped unless the first row has one (found by these tests)",
+    "whole numbers read from a file as fractions": "beside a fraction, or a missing cell in a CSV file, a gold 7 becomes "
+                                                   "'7.0' (found by these tests)",
+    "a UTF-8 BOM in a JSON file": "the JSON reader refuses the first line (found by these tests)",
+    "chat content as a list of parts": "the chat template renders the list, or Arrow fills the keys a part lacks",
+    "a prefill prompt": "the prompt's last assistant turn is closed and a new one opened",
+    "an IterableDataset or DatasetDict given to train()": "a TypeError from len(), or a refusal that does not name it",
+}
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_model_dir):
+    return load_model(str(tiny_model_dir), lora_rank=8)
+
+
+# --- values ------------------------------------------------------------------------------------------------------------
+
+TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=8)
+WORD = st.text(st.characters(categories=("Ll", "Lu", "Lo")), min_size=1, max_size=8)
+MISSING = (None, math.nan, pd.NA, pd.NaT)
+ABSENT = object()  # a row without the column's key
+SCALARS = {
+    "text": TEXT,
+    "whole": st.integers(-(10**12), 10**12),
+    "fraction": st.floats(allow_nan=False),
+    "flag": st.booleans(),
+    "bytes": st.binary(max_size=6),
+    "numpy scalar": st.one_of(st.integers(-100, 100).map(np.int64), st.floats(-1, 1, width=32).map(np.float32),
+                              st.booleans().map(np.bool_)),
+}
+KINDS = {
+    **SCALARS,
+    "list": st.sampled_from(["text", "whole", "fraction"]).flatmap(lambda kind: st.lists(SCALARS[kind], max_size=3)),
+    "mapping": st.dictionaries(st.sampled_from(["a", "b"]), st.integers(-5, 5), min_size=1, max_size=2),
+    "nested": st.recursive(st.one_of(st.none(), st.integers(-5, 5), st.floats(-1, 1), TEXT, st.booleans()),
+                           lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                                   st.dictionaries(st.sampled_from(["a", "b", "c"]), inner, max_size=3)),
+                           max_leaves=5),
+}
+
+
+def missing_value(missing):
+    """A missing value, None half the time, else in one of its other spellings."""
+    return st.one_of(st.none(), st.sampled_from([m for m in missing if m is not None]))
+
+
+@st.composite
+def column(draw, kinds=tuple(KINDS), missing=(*MISSING, ABSENT)):
+    """One column's values, row by row: of one kind (or of any kind), a quarter of them missing."""
+    kind = draw(st.sampled_from([*kinds, "any kind"]))
+    cell = st.one_of(*(KINDS[k] for k in kinds)) if kind == "any kind" else KINDS[kind]
+    return [draw(missing_value(missing)) if draw(st.integers(0, 3)) == 0 else draw(cell) for _ in range(N_ROWS)]
+
+
+ANY_COLUMN = column()
+QUESTION = st.one_of(WORD, TEXT.filter(str.strip))
+GSM8K = st.integers(0, 99).map(lambda n: f"so it is\n#### {n}")  # a worked answer ending in its number, as GSM8K's
+GOLDS = (st.one_of(WORD, st.integers(-1000, 1000), st.floats(-10, 10)), GSM8K)
+
+
+@st.composite
+def table(draw, values=ANY_COLUMN, missing=(*MISSING, ABSENT)):
+    """Rows of a question, a gold answer (plain or GSM8K's, now and then both; some missing) and a column of values; one
+    time in six the question or the answer column holds values of any kind instead."""
+    def rows_of(cell):
+        return st.lists(cell, min_size=N_ROWS, max_size=N_ROWS)
+
+    golds = draw(st.sampled_from([GOLDS[0], GOLDS[0], GOLDS[0], GOLDS[1], st.one_of(GOLDS)]))
+    questions = draw(values if draw(st.integers(0, 5)) == 0 else rows_of(QUESTION))
+    answers = draw(values if draw(st.integers(0, 5)) == 0 else rows_of(st.one_of(golds, golds, golds, missing_value(missing))))
+    extra = draw(values)
+    return [{name: value for name, value in zip(COLUMNS, row) if value is not ABSENT} for row in zip(questions, answers, extra)]
+
+
+def classes_of(rows) -> set[str]:
+    """The KNOWN_DEFECTS classes ``rows`` belong to."""
+    found = {"a column absent from the first row"} if rows and set().union(*rows) - set(rows[0]) else set()
+    if len({isinstance(row.get("answer"), str) and "####" in row["answer"] for row in rows}) > 1:
+        found.add("GSM8K answers (#### n) in some rows only")
+    if any(isinstance(row.get("answer"), (list, dict)) for row in rows):
+        found.add("lists or mappings as gold answers")
+    for name in COLUMNS:
+        cells = [row[name] for row in rows if name in row]
+        if any(is_missing(v) and v is not None for v in cells if not isinstance(v, (list, dict, bytes))):
+            found.add("NaN or pandas' NA/NaT as a missing value")
+        if any(isinstance(v, bytes) for v in cells) and any(not isinstance(v, bytes) and v is not None for v in cells):
+            found.add("bytes beside other values")
+        if {kind_of(plain(v)) for v in cells} >= {"flag", "number"}:
+            found.add("a flag among fractions")
+        if any(isinstance(v, (list, dict)) for v in cells) and not one_kind([plain(v) for v in cells]):
+            found.add("nested values of mixed kinds")
+        if len({frozenset(m) for m in _mappings(cells)}) > 1:
+            found.add("mappings of different keys in one column")
+    return found
+
+
+def _mappings(values):
+    """The mappings among ``values`` and inside the lists among them."""
+    for value in values:
+        if isinstance(value, dict):
+            yield value
+        elif isinstance(value, list):
+            yield from _mappings(value)
+
+
+# --- what a value must arrive as ---------------------------------------------------------------------------------------
+
+def plain(value):
+    """A given value as it must reach a reward: missing as None, numpy scalars as Python's, nested values likewise."""
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    return None if is_missing(value) else value
+
+
+def faithful(got, wanted) -> bool:
+    """``got`` is ``wanted`` (both plain): numbers equal in value (a whole number may arrive as a float: a column
+    holding both is of floats), everything else as :func:`generated.same` says."""
+    if isinstance(wanted, dict) or isinstance(got, dict):
+        return isinstance(got, dict) and isinstance(wanted, dict) and got.keys() == wanted.keys() and all(
+            faithful(got[k], wanted[k]) for k in wanted)
+    if isinstance(wanted, list) or isinstance(got, list):
+        return isinstance(got, list) and isinstance(wanted, list) and len(got) == len(wanted) and all(
+            faithful(g, w) for g, w in zip(got, wanted))
+    numbers = (int, float)
+    if isinstance(wanted, numbers) and not isinstance(wanted, bool) and isinstance(got, numbers) and not isinstance(got, bool):
+        return got == wanted or (math.isnan(got) and math.isnan(wanted)) if isinstance(got, float) else got == wanted
+    return same(got, wanted)
+
+
+def as_text(got, wanted) -> bool:
+    """``got`` is ``wanted`` kept as text, as a column of values of several kinds is (said in one line): a number among
+    text as its text; beside nested values, each value as JSON text that ``json.loads`` turns back into it."""
+    if not isinstance(got, str):
+        return False
+    try:
+        if faithful(json.loads(got), wanted):
+            return True
+    except ValueError:
+        pass
+    return isinstance(wanted, (int, float)) and not isinstance(wanted, bool) and got == str(wanted)
+
+
+def check_arrived(given_rows, dataset) -> None:
+    """Every value of ``given_rows`` (plain) as the trainer's ``dataset`` holds it: the question as the prompt's user
+    turn and as its own column, the gold answer's text, every other value faithful (in a column of several kinds, or
+    as its text)."""
+    assert len(dataset) == len(given_rows), f"{len(given_rows)} rows became {len(dataset)}"
+    mixed = {name for name in COLUMNS if not one_kind([row.get(name) for row in given_rows])}
+    for index, row in enumerate(given_rows):
+        got = dataset[index]
+        prompt = got["prompt"]
+        if prompt != [{"role": "user", "content": row["question"]}]:
+            raise SilentChange(f"row {index}: question {row['question']!r} became the prompt {prompt!r}")
+        if gold_text(got.get("answer")) != gold_text(row.get("answer")):
+            raise SilentChange(f"row {index}: gold answer {row.get('answer')!r} arrived as {got.get('answer')!r}")
+        for name, value in row.items():
+            arrived = got.get(name)
+            if name != "answer" and not (faithful(arrived, value) or name in mixed and as_text(arrived, value)):
+                raise SilentChange(f"row {index}, column {name!r}: {value!r} arrived as {arrived!r}")
+
+
+NAMED = (*(f"'{c}'" for c in COLUMNS), *(f"column {c}" for c in COLUMNS))  # how a message names a column: 'value', Arrow's way
+
+
+def through_training(tiny, source, expected_rows, names=NAMED, *, must_accept: bool = False) -> str:
+    """``prepare_dataset(source)`` then ``train()`` up to the trainer: ``accepted`` once ``expected_rows`` arrived as
+    they are, or ``refused`` by a UserError naming one of ``names`` (the data's columns; a file), unless the rows are
+    ones a run ``must_accept``."""
+    model, tokenizer = tiny
+    captured: dict = {}
+    with tempfile.TemporaryDirectory() as folder, up_to_the_trainer(captured):
+        try:
+            dataset = prepare_dataset(source, system_prompt=None)
+            train(model, tokenizer, dataset, ["numeric_correctness_reward"], output_dir=Path(folder, "run"), **QUICK)
+        except Reached:
+            check_arrived(expected_rows, captured["dataset"])
+            return "accepted"
+        except UserError as error:
+            assert not must_accept, f"well-formed rows refused: {error}"
+            return refused_naming(error, *names)
+    raise AssertionError("train() returned without training")
+
+
+def kind_of(value) -> str:
+    """What a plain value is, as a column holds one kind: text, a number (whole or not), a flag, bytes, a list of one kind
+    (``mixed`` inside when its items are of several), a mapping of its keys' kinds."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {kind_of(v)}" for k, v in sorted(value.items())) + "}"
+    if isinstance(value, list):
+        items = {kind_of(v) for v in value if v is not None}
+        return f"[{items.pop()}]" if len(items) == 1 else "[]" if not items else "[mixed]"
+    if isinstance(value, bool):
+        return "flag"
+    return "number" if isinstance(value, (int, float)) else type(value).__name__
+
+
+def one_kind(values) -> bool:
+    """Whether a column's plain ``values`` are of one kind all the way down, missing ones aside."""
+    kinds = {kind_of(value) for value in values if value is not None}
+    if any(kind.startswith("[") and kind != "[]" for kind in kinds):
+        kinds.discard("[]")  # an empty list goes with lists of any kind
+    return len(kinds) <= 1 and not any("mixed" in kind for kind in kinds)
+
+
+def well_formed(rows) -> bool:
+    """Rows a run must take: questions of text, gold answers of text or numbers, every column of one kind all the way
+    down, missing values in any spelling anywhere."""
+    if not all(one_kind([plain(row[name]) for row in rows if name in row]) for name in COLUMNS):
+        return False
+    questions = [plain(row.get("question")) for row in rows]
+    answers = {kind_of(plain(row["answer"])) for row in rows if "answer" in row and plain(row["answer"]) is not None}
+    return all(isinstance(q, str) and q.strip() for q in questions) and answers <= {"str", "number"}
+
+
+# --- in memory: a list of dicts, a Dataset, a DataFrame ----------------------------------------------------------------
+
+def _given(rows, obj: str):
+    """The rows as ``obj`` (``list``, ``Dataset``, ``DataFrame``) holds them, and each value as the rewards must get it."""
+    if obj == "list":
+        return rows, [{k: plain(v) for k, v in row.items()} for row in rows]
+    users = Dataset.from_list(rows) if obj == "Dataset" else pd.DataFrame(rows)
+    records = users.to_list() if obj == "Dataset" else users.to_dict(orient="records")
+    return users, [{k: plain(v) for k, v in row.items()} for row in records]
+
+
+@bounded()
+@given(rows=table(), obj=st.sampled_from(["list", "Dataset", "DataFrame"]))
+def test_values_of_every_kind_reach_the_rewards_as_given_or_are_refused_naming_the_column(rows, obj, tiny, generated_inputs):
+    try:
+        source, expected = _given(rows, obj)
+    except Exception:  # a Dataset or DataFrame these rows cannot make: the user cannot hand it over either
+        assume(obj == "list")
+    must = well_formed(rows)
+    judge(generated_inputs, "dataset values", lambda: through_training(tiny, source, expected, must_accept=must),
+          classes_of(rows), KNOWN_DEFECTS)
+
+
+# --- files: CSV, JSON lines, JSON, in every encoding --------------------------------------------------------------------
+
+# In a CSV file only the empty cell is missing: text that spells a missing value elsewhere is that text
+CSV_MISSING_TEXT = ("NA", "N/A", "NaN", "nan", "null", "None")
+# Words a CSV reader may read as no text: infinity, a flag (the missing spellings are drawn on purpose, below)
+CSV_WORD = WORD.filter(lambda word: word.lower() not in {"inf", "infinity", "true", "false", *map(str.lower, CSV_MISSING_TEXT)})
+CSV_CELL = st.one_of(CSV_WORD, st.integers(-1000, 1000).map(str), st.floats(-1e6, 1e6).map(repr), st.just(""))
+JSON_MISSING = (None, math.nan)  # null, and NaN, which Python's json writes and reads
+
+
+def _csv_reading(cells: list[str]) -> list:
+    """A CSV column as documented: an empty cell missing; every other cell a number, numbers; else text as written."""
+    try:
+        numbers = [float(c) if any(ch in c for ch in ".e") else int(c) for c in cells if c and c not in CSV_MISSING_TEXT]
+    except ValueError:
+        return [c or None for c in cells]
+    if any(c in CSV_MISSING_TEXT for c in cells):
+        return [c or None for c in cells]
+    read = iter(numbers)
+    return [next(read) if c else None for c in cells]
+
+
+@st.composite
+def data_file(draw):
+    """A data file's format, its text, the rows a reader must find in it, the KNOWN_DEFECTS classes it belongs to and
+    whether a run must take it."""
+    form = draw(st.sampled_from(["csv", "jsonl", "json"]))
+    if form == "csv":
+        names = ["question", "answer", "value"]
+        cell = st.one_of(CSV_CELL, st.sampled_from(CSV_MISSING_TEXT)) if draw(st.integers(0, 2)) == 0 else CSV_CELL
+        question = cell if draw(st.integers(0, 5)) == 0 else CSV_WORD
+        cells = [[draw(question), draw(cell), draw(cell)] for _ in range(N_ROWS)]
+        duplicated = draw(st.integers(0, 5)) == 0
+        if duplicated:
+            names[2] = "answer"
+        text = io.StringIO()
+        csv.writer(text, lineterminator="\n").writerows([names, *cells])
+        readings = [_csv_reading([row[i] for row in cells]) for i in range(3)]
+        rows = [dict(zip(COLUMNS, values)) for values in zip(*readings)]
+        classes = {"a duplicated CSV header"} if duplicated else set()
+        if any(_wholes_among(values, {float, type(None)}) for values in readings):
+            classes.add("whole numbers read from a file as fractions")
+        if any(cell in CSV_MISSING_TEXT for row in cells for cell in row):
+            classes.add("text spelling a missing value in a CSV file")
+        return form, text.getvalue(), rows, classes, well_formed(rows) and not duplicated
+    rows = draw(table(values=column(kinds=("text", "whole", "fraction", "flag", "list", "mapping", "nested"),
+                                    missing=(*JSON_MISSING, ABSENT)), missing=(*JSON_MISSING, ABSENT)))
+    lines = [json.dumps(row, ensure_ascii=False) for row in rows]
+    text = "\n".join(lines) + "\n" if form == "jsonl" else "[\n" + ",\n".join(lines) + "\n]\n"
+    classes = classes_of(rows)
+    if any(_wholes_among([row.get(name) for row in rows], {float}) for name in COLUMNS):
+        classes.add("whole numbers read from a file as fractions")
+    expected = [{k: plain(v) for k, v in row.items()} for row in rows]
+    return form, text, expected, classes, well_formed(expected)
+
+
+def _wholes_among(values, others: set[type]) -> bool:
+    """Whether a column holds whole numbers beside a value of the types ``others`` (a fraction; in a CSV file, a missing
+    cell): a file's reader stores them all as fractions."""
+    kinds = {type(v) for v in values}
+    return int in kinds and bool(kinds & others)
+
+
+def _written(tiny, form: str, data: bytes, expected, as_path: bool, must_accept: bool) -> str:
+    """How the data file holding ``data`` ended (:func:`through_training`), given by its path."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder, f"rows.{form}")
+        path.write_bytes(data)
+        return through_training(tiny, path if as_path else str(path), expected, (*NAMED, str(path)), must_accept=must_accept)
+
+
+@bounded()
+@given(file=data_file(), encoding=st.sampled_from(["utf-8", "utf-8-sig", "utf-16", "latin-1"]),
+       line_end=st.sampled_from(["\n", "\r\n"]), as_path=st.booleans())
+def test_a_data_file_in_any_encoding_is_read_as_its_utf8_text_is_or_refused_naming_it(file, encoding, line_end, as_path,
+                                                                                    tiny, generated_inputs):
+    """The file as UTF-8 with LF line ends ends as it must (:func:`through_training`); written with a BOM or CRLF line
+    ends it ends the same way, and in an encoding that is no UTF-8 it is read as that text or refused naming the file."""
+    form, text, expected, classes, must = file
+    try:
+        data = text.replace("\n", line_end).encode(encoding)
+    except UnicodeEncodeError:  # text Latin-1 cannot write: the user's file is UTF-16 instead
+        encoding, data = "utf-16", text.replace("\n", line_end).encode("utf-16")
+    utf8 = data == text.replace("\n", line_end).encode("utf-8")  # Latin-1 of ASCII text is UTF-8 too
+    if encoding == "utf-8-sig" and form != "csv":
+        classes = {*classes, "a UTF-8 BOM in a JSON file"}
+
+    def check():
+        plain_text = _written(tiny, form, text.encode("utf-8"), expected, as_path, must)
+        got = _written(tiny, form, data, expected, as_path, must and (encoding.startswith("utf-8") or utf8))
+        if encoding in ("utf-8", "utf-8-sig") or utf8:
+            assert got == plain_text, f"{encoding} with {line_end!r} line ends {got}, the same text as UTF-8 {plain_text}"
+        return got
+
+    judge(generated_inputs, "data files", check, classes, KNOWN_DEFECTS)
+
+
+# --- ready-made prompts: every chat shape -------------------------------------------------------------------------------
+
+ROLES = st.sampled_from(["system", "user", "assistant", "tool", "bot", "", None, 3])
+PARTS = st.lists(st.one_of(st.builds(lambda t: {"type": "text", "text": t}, TEXT), st.just({"type": "image"})),
+                 min_size=1, max_size=2)
+CONTENT = st.one_of(TEXT, WORD, PARTS, st.none(), st.integers(0, 3))
+
+
+@st.composite
+def message(draw, role=ROLES):
+    """A chat message: mostly text, one time in three content of another shape (parts, None, a number, no content)."""
+    found = {"role": draw(role), "content": draw(WORD if draw(st.integers(0, 2)) else CONTENT)}
+    if draw(st.integers(0, 9)) == 0:
+        del found["content"]
+    return found
+
+
+def _turn(role):
+    return message(role=st.just(role))
+
+
+CHAT = st.one_of(
+    st.tuples(_turn("user")).map(list),
+    st.tuples(_turn("system"), _turn("user")).map(list),
+    st.tuples(_turn("system"), _turn("user"), _turn("assistant")).map(list),  # a prefill: the reply begins with it
+    st.tuples(_turn("user"), _turn("assistant"), _turn("user")).map(list),
+    st.lists(message(), max_size=3),
+)
+PROMPT = st.one_of(TEXT, WORD, CHAT)
+
+
+def chat_classes(prompts) -> set[str]:
+    """The KNOWN_DEFECTS classes ready-made ``prompts`` belong to."""
+    found = set()
+    for prompt in prompts:
+        messages = [m for m in prompt if isinstance(m, dict)] if isinstance(prompt, list) else []
+        if any(isinstance(m.get("content"), list) for m in messages):
+            found.add("chat content as a list of parts")
+        if messages and messages[-1] is prompt[-1] and messages[-1].get("role") == "assistant":
+            found.add("a prefill prompt")
+    return found
+
+
+def _text_of(content) -> str:
+    return content if isinstance(content, str) else "".join(p.get("text") or "" for p in content if p.get("type") == "text")
+
+
+def text_messages(prompt):
+    """Chat messages with content given as parts turned into their text, as documented."""
+    return [{**m, "content": _text_of(m["content"])} for m in prompt]
+
+
+def check_rendered(tokenizer, prompt) -> None:
+    """A chat prompt as the model is asked it: content given as parts reads as their text does, and a prompt ending in
+    an assistant turn ends with that turn's text, for the model to go on with it."""
+    rendered = render_prompt(tokenizer, prompt)
+    as_text = text_messages(prompt)
+    if as_text != prompt and rendered != render_prompt(tokenizer, as_text):
+        raise SilentChange(f"content given as parts rendered otherwise than its text: {rendered!r}")
+    if prompt[-1]["role"] == "assistant" and not rendered.endswith(as_text[-1]["content"]):
+        raise SilentChange(f"the prefill {as_text[-1]['content']!r} is not where the reply begins: {rendered!r}")
+
+
+def prompts_end(tiny, prompts, obj: str) -> str:
+    """``train()`` on rows whose ready-made prompts are ``prompts``, handed over as a ``Dataset`` or a ``DataFrame``:
+    ``accepted`` once each prompt arrived as given (content given as text parts: as their text) and renders with its
+    text, or ``refused`` naming the prompt column (or the DataFrame that cannot hold them)."""
+    model, tokenizer = tiny
+    rows = [{"prompt": prompt, "answer": str(i)} for i, prompt in enumerate(prompts)]
+    source = Dataset.from_list(rows) if obj == "Dataset" else pd.DataFrame(rows)
+    captured: dict = {}
+    with tempfile.TemporaryDirectory() as folder, up_to_the_trainer(captured):
+        try:
+            train(model, tokenizer, source, ["numeric_correctness_reward"], output_dir=Path(folder, "run"), **QUICK)
+        except Reached:
+            for index, (sent, got) in enumerate(zip(prompts, captured["dataset"]["prompt"])):
+                if not (same(got, sent) or isinstance(sent, list) and same(got, text_messages(sent))):
+                    raise SilentChange(f"row {index}: the prompt {sent!r} arrived as {got!r}") from None
+                if isinstance(sent, list):
+                    check_rendered(tokenizer, sent)
+            return "accepted"
+        except Exception as error:
+            return refused_naming(error, "'prompt'", "DataFrame")
+    raise AssertionError("train() returned without training")
+
+
+def _user(text="What is 2 + 2?"):
+    return {"role": "user", "content": text}
+
+
+# Every chat shape once, named: what the drawn prompts below may miss, this does not.
+CHAT_SHAPES = {
+    "text": "What is 2 + 2?", "blank text": "  ", "a user turn": [_user()],
+    "a system turn": [{"role": "system", "content": "Be brief."}, _user()],
+    "a prefill": [{"role": "system", "content": "Be brief."}, _user(), {"role": "assistant", "content": "The answer is"}],
+    "several turns": [_user("2 + 2?"), {"role": "assistant", "content": "4"}, _user("And 3 + 3?")],
+    "content as parts": [{"role": "user", "content": [{"type": "text", "text": "What is 2 + 2?"}]}],
+    "parts with an image": [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "What is this?"}]}],
+    "a role of its own": [{"role": "bot", "content": "Hi."}, _user()], "a role that is no text": [{"role": 3, "content": "Hi"}],
+    "no user turn": [{"role": "system", "content": "Be brief."}], "an empty list": [],
+    "a message without content": [{"role": "user"}], "content None": [{"role": "user", "content": None}],
+    "a message that is text": ["What is 2 + 2?"],
+}
+
+
+@pytest.mark.parametrize("obj", ["Dataset", "DataFrame"])
+def test_every_chat_shape_trains_as_given_or_is_refused_naming_its_row(obj, tiny, generated_inputs):
+    failed = []
+    for name, prompt in CHAT_SHAPES.items():
+        try:
+            judge(generated_inputs, "chat shapes", functools.partial(prompts_end, tiny, [prompt] * N_ROWS, obj),
+                  chat_classes([prompt]), KNOWN_DEFECTS)
+        except Exception as failure:
+            failed.append(f"{name}: {type(failure).__name__}: {str(failure).splitlines()[0][:300]}")
+    assert not failed, "\n".join(failed)
+
+
+@bounded()
+@given(shape=st.sampled_from(["one shape", "any"]), data=st.data(), obj=st.sampled_from(["Dataset", "DataFrame"]))
+def test_a_ready_made_prompt_of_any_chat_shape_trains_as_given_or_is_refused_naming_its_row(shape, data, obj, tiny,
+                                                                                         generated_inputs):
+    first = data.draw(PROMPT)
+    prompts = [first, *(data.draw(PROMPT) if shape == "any" else first for _ in range(N_ROWS - 1))]
+    if obj == "Dataset":
+        try:
+            Dataset.from_list([{"prompt": prompt} for prompt in prompts])
+        except Exception:  # prompts no Dataset can hold: a user cannot hand them over as one
+            assume(False)
+    judge(generated_inputs, "chat shapes", lambda: prompts_end(tiny, prompts, obj), chat_classes(prompts), KNOWN_DEFECTS)
+
+
+# --- the dataset as every object a user might hand over ----------------------------------------------------------------
+
+ROWS = [{"question": f"What is {i} + {i}?", "answer": str(2 * i)} for i in range(N_ROWS)]
+
+
+def _rows_file(folder: Path, name: str = "rows.jsonl") -> Path:
+    path = Path(folder, name)
+    path.write_text("".join(json.dumps(row) + "\n" for row in ROWS) if name.endswith(".jsonl") else "What is 1 + 1?\n")
+    return path
+
+
+# What a user might pass as the data, as rows for prepare_dataset (made in a working folder) or as train()'s prepared
+# dataset (made from the prepared rows): the objects they read, and some they cannot.
+AS_ROWS = {
+    "list of dicts": lambda folder: list(ROWS), "tuple of dicts": lambda folder: tuple(ROWS),
+    "generator of dicts": lambda folder: (dict(row) for row in ROWS), "Dataset": lambda folder: Dataset.from_list(ROWS),
+    "IterableDataset": lambda folder: Dataset.from_list(ROWS).to_iterable_dataset(),
+    "DatasetDict": lambda folder: DatasetDict(train=Dataset.from_list(ROWS)), "DataFrame": lambda folder: pd.DataFrame(ROWS),
+    "path as text": lambda folder: str(_rows_file(folder)), "pathlib.Path": _rows_file,
+    "a path to no file": lambda folder: str(Path(folder, "none.jsonl")), "a folder": lambda folder: folder,
+    "a .txt file": lambda folder: _rows_file(folder, "rows.txt"), "dict of columns": lambda folder: {"question": ["a"]},
+    "None": lambda folder: None, "a number": lambda folder: 3, "bytes": lambda folder: b"question,answer\n",
+}
+AS_PREPARED = {
+    "list of dicts": lambda rows: rows.to_list(), "tuple of dicts": lambda rows: tuple(rows.to_list()),
+    "generator of dicts": lambda rows: (row for row in rows.to_list()), "Dataset": lambda rows: rows,
+    "IterableDataset": lambda rows: rows.to_iterable_dataset(), "DatasetDict": lambda rows: DatasetDict(train=rows),
+    "DataFrame": lambda rows: rows.to_pandas(), "dict of columns": lambda rows: rows.to_dict(), "None": lambda rows: None,
+}
+
+
+def _object_ends(route: str, name: str, tiny) -> str:
+    """How the object ``name`` ended as ``prepare_dataset``'s rows (AS_ROWS) or ``train``'s dataset (AS_PREPARED)."""
+    model, tokenizer = tiny
+    captured: dict = {}
+    with tempfile.TemporaryDirectory() as folder, up_to_the_trainer(captured):
+        obj = AS_ROWS[name](Path(folder)) if route == "prepare_dataset" else \
+            AS_PREPARED[name](prepare_dataset(ROWS, system_prompt=None))
+        try:
+            dataset = prepare_dataset(obj, system_prompt=None) if route == "prepare_dataset" else obj
+            train(model, tokenizer, dataset, ["numeric_correctness_reward"], output_dir=Path(folder, "run"), **QUICK)
+        except Reached:
+            check_arrived(ROWS, captured["dataset"])
+            return "accepted"
+        except Exception as error:
+            return refused_naming(error, type(obj).__name__, *([str(obj), Path(obj).name] if isinstance(obj, (str, Path)) else []))
+    raise AssertionError("train() returned without training")
+
+
+@pytest.mark.parametrize("route", ["prepare_dataset", "train"])
+def test_every_dataset_object_is_read_as_given_or_refused_naming_it(route, tiny, generated_inputs):
+    """Every object of AS_ROWS as ``prepare_dataset``'s rows, or of AS_PREPARED as ``train``'s dataset: its rows arrive
+    as given, or the refusal names the object (its type; a path)."""
+    failed = []
+    for name in AS_ROWS if route == "prepare_dataset" else AS_PREPARED:
+        classes = {"an IterableDataset or DatasetDict given to train()"} if route == "train" and name in (
+            "IterableDataset", "DatasetDict") else set()
+        try:
+            judge(generated_inputs, "dataset objects", functools.partial(_object_ends, route, name, tiny), classes,
+                  KNOWN_DEFECTS)
+        except Exception as failure:
+            failed.append(f"{name}: {type(failure).__name__}: {str(failure).splitlines()[0][:300]}")
+    assert not failed, "\n".join(failed)
