@@ -47,9 +47,6 @@ N_ROWS = 4
 COLUMNS = ("question", "answer", "value")  # of each generated table: its question, its gold answer, values of any kind
 # Classes of input that fail today, each with what it does now; an entry goes when its fix is in.
 KNOWN_DEFECTS = {
-    "NaN or pandas' NA/NaT as a missing value": "NaN reaches the rewards as NaN; beside text it is refused as a mixed "
-                                                "column, pandas' NA is a traceback from Arrow",
-    "nested values of mixed kinds": "Arrow refuses them with a traceback, or fills the keys a mapping lacks with None",
     "lists or mappings as gold answers": "refused as golds alone; beside values of other kinds, the column is kept as "
                                          "JSON text and that text taken as the gold (found by these tests)",
     "mappings of different keys in one column": "each mapping gains the keys of the others, as None (Arrow's struct; "
@@ -58,19 +55,11 @@ KNOWN_DEFECTS = {
                               "these tests)",
     "bytes beside other values": "Arrow casts the other values of the column to bytes (found by these tests; no fix on its "
                                  "way yet)",
-    "a duplicated CSV header": "the second column of the name is read as '<name>.1'",
-    "text spelling a missing value in a CSV file": "NA, N/A, NaN, null or None in a CSV cell is read as a missing value",
-    "a column absent from the first row": "the column is dropped, its values in the other rows lost (Dataset.from_list "
-                                          "takes the first row's keys; found by these tests)",
     "GSM8K answers (#### n) in some rows only": "from a Dataset or DataFrame whose first row has one, a KeyError "
                                                 "('solution') from datasets' map; from a list, the solution column is "
                                                 "dropped unless the first row has one (found by these tests)",
     "whole numbers read from a file as fractions": "beside a fraction, or a missing cell in a CSV file, a gold 7 becomes "
                                                    "'7.0' (found by these tests)",
-    "a UTF-8 BOM in a JSON file": "the JSON reader refuses the first line (found by these tests)",
-    "chat content as a list of parts": "the chat template renders the list, or Arrow fills the keys a part lacks",
-    "a prefill prompt": "the prompt's last assistant turn is closed and a new one opened",
-    "an IterableDataset or DatasetDict given to train()": "a TypeError from len(), or a refusal that does not name it",
 }
 
 

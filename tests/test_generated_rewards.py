@@ -37,11 +37,7 @@ from rewards import check_rewards
 
 N_ROWS = 6
 # Classes of input that fail today, each with what it does now; an entry goes when its fix is in.
-KNOWN_DEFECTS = {
-    "a reward that changes its inputs": "in training the rewards after it receive what it changed (TRL hands every reward "
-                                        "the same lists); in the lab, what it changes inside a prompt or completion "
-                                        "changes the rows handed to the lab and what the rewards after it receive",
-}
+KNOWN_DEFECTS: dict[str, str] = {}
 
 SCORES = {
     "float": st.floats(-10, 10), "whole number": st.integers(-5, 5), "flag": st.booleans(), "None": st.none(),

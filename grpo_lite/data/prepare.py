@@ -103,8 +103,10 @@ def as_dataset(data: Any):
 
 
 def _present(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``rows`` with each missing value (:func:`rewards.extract.is_missing`) None."""
-    return [{key: None if is_missing(value) else value for key, value in row.items()} for row in rows]
+    """``rows`` with every column some row has (a column a row lacks is missing there: ``Dataset.from_list`` would keep
+    only the first row's columns) and each missing value (:func:`rewards.extract.is_missing`) None."""
+    columns = list(dict.fromkeys(key for row in rows for key in row))
+    return [{key: None if key not in row or is_missing(row[key]) else row[key] for key in columns} for row in rows]
 
 
 def _missing_as_none(dataset):
@@ -142,7 +144,7 @@ def _row_places(source: Any, count: int):
     index (from 0, as ``dataset[i]``)."""
     path = Path(source) if isinstance(source, (str, Path)) else None
     if path is not None and path.suffix.lower() == ".jsonl" and path.is_file():
-        lines = [n for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if line.strip()]
+        lines = [n for n, line in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), 1) if line.strip()]
         return lambda i: f"{path}, line {lines[i]}" if i < len(lines) else f"{path}, row {i}"
     if path is not None:
         return lambda i: f"{path}, {'item' if path.suffix.lower() == '.json' else 'row'} {i}"
@@ -213,7 +215,7 @@ def _read_file(path: Path):
     if suffix not in (".csv", ".jsonl", ".json"):
         raise DatasetError(f"cannot read {path.name!r}: use a .csv, .jsonl or .json file, or pass a list of dicts")
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a byte-order mark some editors write is not part of the data
     except UnicodeDecodeError as error:
         raise DatasetError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})") from None
     if suffix == ".csv":
