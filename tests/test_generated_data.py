@@ -47,6 +47,8 @@ N_ROWS = 4
 COLUMNS = ("question", "answer", "value")  # of each generated table: its question, its gold answer, values of any kind
 # Classes of input that fail today, each with what it does now; an entry goes when its fix is in.
 KNOWN_DEFECTS = {
+    "empty text quoted in a CSV cell": "a cell written as \"\" (csv's empty text) can reach the prompt as the two quote "
+                                       "characters (found by these tests in the full suite's draws)",
     "lists or mappings as gold answers": "refused as golds alone; beside values of other kinds, the column is kept as "
                                          "JSON text and that text taken as the gold (found by these tests)",
     "mappings of different keys in one column": "each mapping gains the keys of the others, as None (Arrow's struct; "
@@ -378,8 +380,8 @@ def test_a_data_file_in_any_encoding_is_read_as_its_utf8_text_is_or_refused_nami
     except UnicodeEncodeError:  # text Latin-1 cannot write: the user's file is UTF-16 instead
         encoding, data = "utf-16", text.replace("\n", line_end).encode("utf-16")
     utf8 = data == text.replace("\n", line_end).encode("utf-8")  # Latin-1 of ASCII text is UTF-8 too
-    if encoding == "utf-8-sig" and form != "csv":
-        classes = {*classes, "a UTF-8 BOM in a JSON file"}
+    if form == "csv" and '""' in text:
+        classes = {*classes, "empty text quoted in a CSV cell"}
 
     def check():
         plain_text = _written(tiny, form, text.encode("utf-8"), expected, as_path, must)
