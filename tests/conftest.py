@@ -84,3 +84,18 @@ def pytest_terminal_summary(terminalreporter, config):
         terminalreporter.write_line("injected faults (tests/test_faults.py):")
         for line in (*FAULT_TABLE_HEADER, *rows):
             terminalreporter.write_line(line)
+
+
+@pytest.fixture(scope="module")
+def mode(request):
+    """A code-sandbox mode chosen by name as a user would (GRPO_LITE_SANDBOX), once per module, for tests parametrized
+    with ``indirect=True`` over "bubblewrap" and "rlimits": detecting it runs a program."""
+    import rewards.sandbox as sandbox
+
+    if request.param == "rlimits" and os.geteuid() != 0:
+        pytest.skip("the rlimits fallback isolates by dropping to another uid, which needs root")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(sandbox.MODE_VARIABLE, request.param)
+        sandbox.isolation.cache_clear()
+        yield sandbox.isolation().name
+    sandbox.isolation.cache_clear()

@@ -476,18 +476,6 @@ def scores(programs: list[str], tests: list[list], *, partial_credit: bool) -> l
 
 
 @pytest.fixture(scope="module")
-def mode(request):
-    """A mode chosen by name as a user would (GRPO_LITE_SANDBOX), once per module: detecting it runs a program."""
-    if request.param == "rlimits" and os.geteuid() != 0:
-        pytest.skip("the rlimits fallback isolates by dropping to another uid, which needs root")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv(sandbox.MODE_VARIABLE, request.param)
-        sandbox.isolation.cache_clear()
-        yield sandbox.isolation().name
-    sandbox.isolation.cache_clear()
-
-
-@pytest.fixture(scope="module")
 def honest_scores() -> dict[Mutant, float]:
     """What each mutant earns alone with partial credit, measured once in bubblewrap (a program's answers do not
     depend on the mode)."""

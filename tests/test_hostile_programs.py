@@ -668,18 +668,6 @@ def scene(trainer):
     scene.clear()
 
 
-@pytest.fixture(scope="module")
-def mode(request):
-    """A mode chosen by name as a user would (GRPO_LITE_SANDBOX), once per module: detecting it runs a program."""
-    if request.param == "rlimits" and os.geteuid() != 0:
-        pytest.skip("the rlimits fallback isolates by dropping to another uid, which needs root")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv(sandbox.MODE_VARIABLE, request.param)
-        sandbox.isolation.cache_clear()
-        yield sandbox.isolation().name
-    sandbox.isolation.cache_clear()
-
-
 def run_against(hostile: Hostile, scene: Scene):
     """The program's result; for a leftover pair, the next program's, run as another uid than the planter's (the
     fallback draws uids at random, and one of the same uid would find its keyrings emptied first)."""
