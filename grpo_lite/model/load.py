@@ -25,6 +25,7 @@ from ..machine.device import cuda_available, half_dtype, installed
 from ..machine.engine import generation_engine
 from ..run.settings import BACKEND_CHOICES, LORA_TARGET_MODULES, ConfigError, LoadSettings, model_problems
 from .lora import adapted_layers, describe_lora, lora_targets
+from .unsloth_options import for_backend
 
 DEFAULT_VLLM_SHARE = 0.5  # Unsloth's default gpu_memory_utilization, for models the planner cannot read
 
@@ -198,7 +199,8 @@ def load_model(
     (a T4 with the stack Unsloth's notebooks install there, vLLM 0.11.2; a newer card with a vLLM the installed TRL
     accepts); the log line ``backend=...`` says which engine generates and why; ``gpu_memory_utilization="auto"``
     then gives vLLM what training leaves free, by the memory planner. Extra keyword arguments go to the
-    backend's ``from_pretrained``.
+    backend's ``from_pretrained``; those only Unsloth's takes (``offload_embedding``, ...) are left out, said, where
+    another backend loads, or refused where they would change what trains (:mod:`grpo_lite.model.unsloth_options`).
 
     The LoRA options of Unsloth's ``FastLanguageModel.get_peft_model`` that PEFT's ``LoraConfig`` also has
     (``lora_dropout``, ``bias``, ``use_rslora``, ``init_lora_weights``, ``modules_to_save``, ``layers_to_transform``,
@@ -224,6 +226,7 @@ def load_model(
         raise ConfigError("\n".join(f"load_model: {problem}" for problem in problems))
     _check_chat_template(chat_template)
     choice = choose_backend(backend, load_in_4bit=load_in_4bit, fast_inference=fast_inference)
+    model_kwargs = for_backend(model_kwargs, choice.name, load_in_4bit=choice.load_in_4bit)
     if choice.load_in_4bit and not lora_rank:
         raise BackendError(
             "load_in_4bit=True with lora_rank=None: 4-bit weights cannot be trained themselves, only LoRA adapters on "
