@@ -19,11 +19,16 @@ later render every training prompt with a new assistant turn after it instead (t
 ``add_generation_prompt=True``), so a run cannot train on a prefill alike on both ends of the supported range:
 :func:`grpo_lite.data.prepare.check_prompts` refuses such rows before training.
 
-A system prompt is kept, folded or refused, never dropped. A prompt with a system turn is rendered and its system text
-looked for. Where the template rejects a system turn (Gemma 2: "System role not supported"; Mistral v0.1:
-"Conversation roles must alternate") or renders none (Phi-3-mini's first template), the system text is folded into
-the first user turn, as Gemma 3's own template does, and that is said once per tokenizer; with
-``fold_system_prompt=False`` the prompt is refused with a :class:`DatasetError` naming the template's rule and the fix.
+A system prompt is kept, folded or refused, never dropped. What the template does with a system turn is asked of the
+template, not read from the text: the prompt is rendered with a marker in place of each system text. Where the marker
+shows, the turn is kept as the template renders it, changed or not (SmolLM3's takes ``/no_think`` out and turns
+thinking off; others trim it or put a heading before it). Where the template rejects a system turn (Gemma 2: "System
+role not supported"; Mistral v0.1: "Conversation roles must alternate") or renders none (Phi-3-mini's first
+template), the system text is folded into the first user turn, as Gemma 3's own template does, and that is said once
+per tokenizer; with ``fold_system_prompt=False`` the prompt is refused with a :class:`DatasetError` naming the
+template's rule and the fix. A template that writes a system text of its own into a prompt without one (SmolLM2's
+and SmolLM3's default instructions, Qwen2.5's "You are Qwen"), where a system prompt given would take its place, is
+said once per tokenizer, with that text.
 """
 
 from __future__ import annotations
