@@ -232,16 +232,18 @@ def _say_own_system_text(tokenizer, messages: Sequence[Mapping[str, Any]], kwarg
     said = _SAID.setdefault(tokenizer, set())
     if own is not None and own not in said:
         said.add(own)
+        shown = f"{own[:200]!r}{'...' if len(own) > 200 else ''}"
         logger.info(f"the chat template of {_name(tokenizer)} writes a system turn of its own into prompts that have none: "
-                    f"{own[:200]!r}{'...' if len(own) > 200 else ''}; give your own system prompt (prepare_dataset(..., system_prompt=...) or a system turn "
-                    "in the data) to ask the model with yours instead")
+                    f"{shown}; give your own system prompt (prepare_dataset(..., system_prompt=...) or a system turn in "
+                    "the data) to ask the model with yours instead")
 
 
 def chat_messages(tokenizer, messages: Sequence[Mapping[str, Any]], chat_template_kwargs: Mapping[str, Any] | None = None, *,
                   fold_system_prompt: bool = True) -> list[dict[str, Any]]:
     """``messages`` as ``tokenizer``'s chat template takes them, content as text (:func:`text_messages`) and the system
     text kept: as they are where the template renders their system turn, else with it folded into the first user turn
-    (said once), or refused with ``fold_system_prompt=False``."""
+    (said once), or refused with ``fold_system_prompt=False``. Without a system turn, a system text the template writes
+    of its own is said once."""
     messages = text_messages(messages)
     kwargs = template_kwargs(tokenizer, chat_template_kwargs)
     if not _leading_system(messages):
