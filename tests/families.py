@@ -63,6 +63,9 @@ FAMILIES = [
     # packages/ollama-utils/src/chat-template-automap.ts, "library/smollm2:135m" (the template its GGUF carries from
     # tokenizer_config.json), at commit fe42e68017ffc76d09922ea8f9b38a6964345710
     ModelFamily("smollm2", "smollm2", "smollm2.jinja", "<|im_start|>assistant\n", "kept"),
+    # HuggingFaceTB/SmolLM3-3B's chat_template: huggingface/swift-jinja Tests/JinjaTests/IntegrationTests.swift, the
+    # "HuggingFaceTB SmolLM3-3B" test's template string (Swift escapes read), at commit 8552e80d0418a43a88743eb5d00f4ab56d45d240
+    ModelFamily("smollm3", "smollm3", "smollm3.jinja", "<|im_start|>assistant\n", "kept"),
 ]
 
 BY_NAME = {family.name: family for family in FAMILIES}

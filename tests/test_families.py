@@ -1,5 +1,5 @@
-"""The model families users load (tests/families.py: Llama 3.2, Qwen3, Gemma 2 and 3, Mistral v0.1, Phi-3-mini, SmolLM2),
-each a tiny random model of transformers' own class with the family's real chat template, through the whole path:
+"""The model families users load (tests/families.py: Llama 3.2, Qwen3, Gemma 2 and 3, Mistral v0.1, Phi-3-mini, SmolLM2
+and 3), each a tiny random model of transformers' own class with the family's real chat template, through the whole path:
 prepare -> train 2 steps -> generate -> export the adapter and the merged model -> reload each with the same logits.
 """
 

@@ -79,6 +79,96 @@ def test_the_template_rules_the_issue_names():
     assert "Be brief." not in tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
 
+# --- what a template does with a system turn, asked of the template ----------------------------------------------------
+
+def _template_tokenizer(template: str):
+    from grpo_lite.model.tiny import build_tokenizer
+
+    tokenizer = build_tokenizer()
+    tokenizer.chat_template = template
+    return tokenizer
+
+
+TURNS = ("{% for m in loop_messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}{% endfor %}"
+         "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
+SYSTEM_TURN = "{% set loop_messages = messages[1:] if messages[0]['role'] == 'system' else messages %}"
+# templates that render the system turn changed: the text is kept, as the template renders it
+CHANGING = {
+    "reads a directive out of it": "{% if messages[0]['role'] == 'system' %}{{ 'mode: ' + ('off' if '/no_think' in "
+                                   "messages[0]['content'] else 'on') + '\\n' + messages[0]['content'].replace('/no_think', '')"
+                                   ".rstrip() + '\\n' }}{% endif %}",
+    "trims and lowercases it": "{% if messages[0]['role'] == 'system' %}{{ messages[0]['content'] | trim | lower }}{% endif %}",
+    "prefixes it": "{% if messages[0]['role'] == 'system' %}{{ '# Instructions\\n\\n' + messages[0]['content'] }}{% endif %}",
+}
+# templates that reject or render no system turn: the text is folded into the first user turn
+LOSING = {
+    "rejects it": "{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}",
+    "renders none of it": "",
+}
+
+
+@pytest.mark.parametrize("does", list(CHANGING), ids=list(CHANGING))
+def test_a_template_that_changes_the_system_text_keeps_it_as_it_renders_it(does, capsys):
+    tokenizer = _template_tokenizer(SYSTEM_TURN + CHANGING[does] + TURNS)
+    messages = [{"role": "system", "content": "Be BRIEF. /no_think "}, {"role": "user", "content": "What is 2 + 2?"}]
+    assert chat_messages(tokenizer, messages) == messages and "folded" not in capsys.readouterr().err
+    assert render_prompt(tokenizer, messages) == tokenizer.apply_chat_template(messages, tokenize=False,
+                                                                               add_generation_prompt=True)
+
+
+@pytest.mark.parametrize("does", list(LOSING), ids=list(LOSING))
+def test_a_template_that_loses_the_system_turn_folds_it_even_where_the_question_repeats_its_text(does, capsys):
+    tokenizer = _template_tokenizer(SYSTEM_TURN + LOSING[does] + TURNS)
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Be brief. What is 2 + 2?"}]
+    assert chat_messages(tokenizer, messages) == [{"role": "user", "content": "Be brief.\n\nBe brief. What is 2 + 2?"}]
+    assert "folded into the first user turn" in capsys.readouterr().err
+
+
+def test_a_system_directive_smollm3_reads_trains_and_generates_with_thinking_off(family_dirs, tmp_path, monkeypatch, capsys):
+    """SmolLM3's template takes /no_think out of the system prompt and turns thinking off: the system turn is kept (its
+    text is not in the prompt as written), and every path asks the model with thinking off, TRL's training included."""
+    model, tokenizer = load(family_dirs, "smollm3")
+    dataset = prepare_dataset(ROWS, tokenizer=tokenizer, system_prompt=f"{REASONING_SYSTEM_PROMPT} /no_think")
+    assert "folded" not in capsys.readouterr().err
+    assert [m["role"] for m in dataset[0]["prompt"]] == ["system", "user"]
+    thinking_off = "<|im_start|>assistant\n<think>\n\n</think>\n"
+    trained = render_prompt(tokenizer, dataset[0]["prompt"])
+    assert "Reasoning Mode: /no_think" in trained and REASONING_SYSTEM_PROMPT in trained and trained.endswith(thinking_off)
+    asked: list[str] = []
+    real_sample = inference._transformers_sample
+    monkeypatch.setattr(inference, "_transformers_sample", lambda model, tokenizer, texts, **options: (
+        asked.extend(texts), real_sample(model, tokenizer, texts, **options))[1])
+
+    with prompts_trl_generates_from(model) as trl_asked:
+        result = train(model, tokenizer, dataset, [characters_reward], output_dir=tmp_path / "run", **ONE_STEP)
+    trl_texts = {tokenizer.decode(ids) for ids in trl_asked}
+    assert trl_texts and all("Reasoning Mode: /no_think" in text and text.endswith(thinking_off) for text in trl_texts)
+    generate(result.model, tokenizer, [dataset[0]["prompt"]], max_completion_length=2)
+    evaluate(result.model, tokenizer, dataset, heldout_n=1, max_completion_length=2, progress=None)
+    assert asked == [trained] * 2
+
+
+@pytest.mark.parametrize("name", ["smollm3", "smollm2"])
+def test_a_template_that_writes_a_system_turn_of_its_own_into_a_prompt_without_one_says_so_once(name, capsys):
+    tokenizer = _tokenizer(BY_NAME[name])
+    capsys.readouterr()
+    assert render_prompt(tokenizer, [QUESTION]).count("You are a helpful AI assistant named SmolLM") == 1
+    said = capsys.readouterr().err.strip().splitlines()
+    assert len(said) == 1 and "writes a system turn of its own into prompts that have none: 'You are a helpful AI " \
+                               "assistant named SmolLM" in said[0] and "system_prompt=" in said[0]
+    render_prompt(tokenizer, [{"role": "user", "content": "What is 3 + 3?"}])
+    render_prompt(tokenizer, [{"role": "system", "content": "Be brief."}, QUESTION])
+    assert capsys.readouterr().err == ""  # once per tokenizer; a prompt with its own system turn is asked with it
+
+
+@pytest.mark.parametrize("name", ["qwen3", "llama-3.2", "gemma-2", "gemma-3", "mistral-v0.1", "phi-3-mini"])
+def test_a_template_that_writes_no_system_text_of_its_own_says_nothing(name, capsys):
+    tokenizer = _tokenizer(BY_NAME[name])
+    capsys.readouterr()
+    render_prompt(tokenizer, [QUESTION])
+    assert capsys.readouterr().err == ""
+
+
 @pytest.mark.parametrize("name", ["gemma-2", "mistral-v0.1"])
 def test_rows_prepared_without_a_tokenizer_train_folded_or_are_refused_before_training(name, family_dirs, tmp_path, capsys):
     model, tokenizer = load(family_dirs, name)
@@ -294,3 +384,37 @@ def test_a_run_on_prompts_of_text_parts_asks_the_model_what_it_asks_for_their_te
                                                                                                "per_device_train_batch_size": 8})
     expected = {tuple(prompt_token_ids(tokenizer, [{"role": "user", "content": text}])) for text in texts}
     assert {tuple(ids) for ids in asked} == expected
+
+
+# --- a template that changes with the clock ----------------------------------------------------------------------------
+
+def test_samples_keep_their_rows_chat_prompt_while_the_template_renders_a_new_date_each_time(family_dirs, tmp_path,
+                                                                                             monkeypatch):
+    """Llama 3.2's template writes today's date (strftime_now): past midnight TRL's text of a prompt is not the text
+    rendered before. samples.jsonl knows each completion's row by its place in the batch, on every TRL."""
+    import itertools
+    from datetime import datetime, timedelta
+
+    from transformers.utils import chat_template_utils
+
+    from grpo_lite.monitor.samples import read_samples
+
+    days = itertools.count()
+
+    class EveryRenderADayLater(datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return datetime(2026, 1, 1) + timedelta(days=next(days))
+
+    monkeypatch.setattr(chat_template_utils, "datetime", EveryRenderADayLater)
+    model, tokenizer = load(family_dirs, "llama-3.2")
+    dataset = prepare_dataset(ROWS, tokenizer=tokenizer)
+    assert render_prompt(tokenizer, dataset[0]["prompt"]) != render_prompt(tokenizer, dataset[0]["prompt"])
+    train(model, tokenizer, dataset, [characters_reward], output_dir=tmp_path / "run", **{**ONE_STEP, "max_steps": 2})
+    samples = read_samples(tmp_path / "run")
+    assert len(samples) == 2 * ONE_STEP["num_generations"]
+    assert all(row["prompt"] in dataset["prompt"] for row in samples)
+    for step in (1, 2):  # one prompt per step, its group of completions
+        assert len({json.dumps(row["prompt"]) for row in samples if row["step"] == step}) == 1
+    rescored = rescore_run(tmp_path / "run", ["numeric_correctness_reward"], ROWS)  # each found in the data by its question
+    assert len(rescored.rows) == len(samples) and rescored.ok

@@ -19,16 +19,22 @@ later render every training prompt with a new assistant turn after it instead (t
 ``add_generation_prompt=True``), so a run cannot train on a prefill alike on both ends of the supported range:
 :func:`grpo_lite.data.prepare.check_prompts` refuses such rows before training.
 
-A system prompt is kept, folded or refused, never dropped. A prompt with a system turn is rendered and its system text
-looked for. Where the template rejects a system turn (Gemma 2: "System role not supported"; Mistral v0.1:
-"Conversation roles must alternate") or renders none (Phi-3-mini's first template), the system text is folded into
-the first user turn, as Gemma 3's own template does, and that is said once per tokenizer; with
-``fold_system_prompt=False`` the prompt is refused with a :class:`DatasetError` naming the template's rule and the fix.
+A system prompt is kept, folded or refused, never dropped. What the template does with a system turn is asked of the
+template, not read from the text: the prompt is rendered with a marker in place of each system text. Where the marker
+shows, the turn is kept as the template renders it, changed or not (SmolLM3's takes ``/no_think`` out and turns
+thinking off; others trim it or put a heading before it). Where the template rejects a system turn (Gemma 2: "System
+role not supported"; Mistral v0.1: "Conversation roles must alternate") or renders none (Phi-3-mini's first
+template), the system text is folded into the first user turn, as Gemma 3's own template does, and that is said once
+per tokenizer; with ``fold_system_prompt=False`` the prompt is refused with a :class:`DatasetError` naming the
+template's rule and the fix. A template that writes a system text of its own into a prompt without one (SmolLM2's
+and SmolLM3's default instructions, Qwen2.5's "You are Qwen"), where a system prompt given would take its place, is
+said once per tokenizer, with that text.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -36,6 +42,7 @@ from typing import Any
 from ..errors import UserError
 from ..log import logger
 
+SYSTEM_MARKER = "\u27e6grpo-lite system prompt {}\u27e7"  # in place of a system text, to see what a template does with it
 FOLD_SEPARATOR = "\n\n"  # between the system text and the first user turn, as Gemma 3's template joins them
 
 _RUN_KWARGS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # tokenizer -> chat_template_kwargs of its last run
@@ -151,43 +158,100 @@ def _render(tokenizer, messages: Sequence[Mapping[str, Any]], kwargs: dict[str, 
                            "prefill before such a block, or drop it") from None
 
 
+def _markers(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` with each leading system turn's text replaced by a marker of its own: text a template has no
+    directive in, case or padding to change, so whether it shows in the render says what the template does with the
+    turn, whatever the user's text holds."""
+    count = _leading_system(messages)
+    return [{**m, "content": SYSTEM_MARKER.format(i)} for i, m in enumerate(messages[:count])] + list(messages[count:])
+
+
 def _system_rule(tokenizer, messages: Sequence[Mapping[str, Any]], kwargs: dict[str, Any]) -> tuple[str | None, bool]:
-    """What ``tokenizer``'s template does to the system turn of ``messages``, found by rendering the prompt and looking
-    for the system text: the rule in words (None: the text survives), and whether the text survives folded into the
-    first user turn. Found once per conversation shape."""
+    """What ``tokenizer``'s template does to the system turn of ``messages``, asked of the template: the prompt is
+    rendered with a marker as each system text (:func:`_markers`), so a template that reads a directive out of the
+    text (SmolLM3's ``/no_think``), trims it or prefixes it still keeps it, and one that rejects the turn or renders
+    none of it does not. Returns the rule in words (None: the template renders the system turn), and whether the text
+    survives folded into the first user turn. Found once per conversation shape."""
     from jinja2 import TemplateError
 
-    system = [_text(m.get("content")).strip() for m in messages[:_leading_system(messages)]]
-    key = (str(tokenizer.chat_template), json.dumps(kwargs, sort_keys=True, default=str), tuple(system),
-           tuple(m.get("role") for m in messages))
+    key = (str(tokenizer.chat_template), json.dumps(kwargs, sort_keys=True, default=str), tuple(m.get("role") for m in messages))
     rules = _RULES.setdefault(tokenizer, {})
     if key not in rules:
+        marked = _markers(messages)
+        markers = [m["content"] for m in marked[:_leading_system(marked)]]
         try:
-            rendered = _render(tokenizer, messages, kwargs)
-            rule = None if all(text in rendered for text in system) else "renders no system turn (the system text is " \
-                                                                         "missing from the prompt)"
+            rendered = _render(tokenizer, marked, kwargs)
+            rule = None if all(marker in rendered for marker in markers) else "renders no system turn (the system text is " \
+                                                                             "missing from the prompt)"
         except TemplateError as error:
             rule = f"rejects a system turn ({str(error)!r})"
         survives = True
         if rule is not None:
             try:
-                folded = _render(tokenizer, fold_system(messages), kwargs)
-                survives = all(text in folded for text in system)
+                folded = _render(tokenizer, fold_system(marked), kwargs)
+                survives = all(marker in folded for marker in markers)
             except TemplateError:  # the folded prompt's own fault, which rendering it reports
                 pass
         rules[key] = (rule, survives)
     return rules[key]
 
 
+def _own_system_text(tokenizer, messages: Sequence[Mapping[str, Any]], kwargs: dict[str, Any]) -> str | None:
+    """The system text ``tokenizer``'s template writes into a prompt that has no system turn, where a system prompt
+    given takes its place (Qwen2.5's "You are Qwen, ...", SmolLM3's default instructions): what the render of the
+    prompt holds where the render with a system turn (:func:`_markers`) holds the marker. None where it writes none, or
+    the template takes no system turn. Found once per conversation shape."""
+    from jinja2 import TemplateError
+
+    key = ("own", str(tokenizer.chat_template), json.dumps(kwargs, sort_keys=True, default=str),
+           tuple(m.get("role") for m in messages))
+    rules = _RULES.setdefault(tokenizer, {})
+    if key not in rules:
+        marker = SYSTEM_MARKER.format(0)
+        try:
+            bare = _render(tokenizer, messages, kwargs)
+            given = _render(tokenizer, _markers([{"role": "system", "content": ""}, *messages]), kwargs)
+        except (TemplateError, DatasetError):  # rendering the prompt itself reports it
+            given = ""
+        own = None
+        if marker in given:
+            before, after = given.split(marker, 1)
+            head = len(os.path.commonprefix([before, bare]))
+            tail = len(os.path.commonprefix([after[::-1], bare[head:][::-1]]))
+            text = bare[head:len(bare) - tail].strip()
+            words = text
+            for token in getattr(tokenizer, "all_special_tokens", ()):
+                words = words.replace(token, "")
+            own = text if words.strip() else None  # a turn's own tokens are no system text
+        rules[key] = own
+    return rules[key]
+
+
+def _say_own_system_text(tokenizer, messages: Sequence[Mapping[str, Any]], kwargs: dict[str, Any]) -> None:
+    own = _own_system_text(tokenizer, messages, kwargs)
+    said = _SAID.setdefault(tokenizer, set())
+    if own is not None and own not in said:
+        said.add(own)
+        shown = f"{own[:200]!r}{'...' if len(own) > 200 else ''}"
+        logger.info(f"the chat template of {_name(tokenizer)} writes a system turn of its own into prompts that have none: "
+                    f"{shown}; give your own system prompt (prepare_dataset(..., system_prompt=...) or a system turn in "
+                    "the data) to ask the model with yours instead")
+
+
 def chat_messages(tokenizer, messages: Sequence[Mapping[str, Any]], chat_template_kwargs: Mapping[str, Any] | None = None, *,
                   fold_system_prompt: bool = True) -> list[dict[str, Any]]:
     """``messages`` as ``tokenizer``'s chat template takes them, content as text (:func:`text_messages`) and the system
     text kept: as they are where the template renders their system turn, else with it folded into the first user turn
-    (said once), or refused with ``fold_system_prompt=False``."""
+    (said once), or refused with ``fold_system_prompt=False``. Without a system turn, a system text the template writes
+    of its own is said once."""
     messages = text_messages(messages)
+    kwargs = template_kwargs(tokenizer, chat_template_kwargs)
+    if not _leading_system(messages):
+        _say_own_system_text(tokenizer, messages, kwargs)
+        return messages
     if not any(_text(m.get("content")).strip() for m in messages[:_leading_system(messages)]):
         return messages
-    rule, survives = _system_rule(tokenizer, messages, template_kwargs(tokenizer, chat_template_kwargs))
+    rule, survives = _system_rule(tokenizer, messages, kwargs)
     if rule is None:
         return messages
     if not fold_system_prompt:

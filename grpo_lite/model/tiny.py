@@ -4,7 +4,7 @@ Tests, notebooks in smoke mode and the demo cannot download weights, so they bui
 random weights, a byte-level tokenizer and a chat template, saved to a folder that
 ``transformers.AutoModelForCausalLM.from_pretrained`` and ``grpo_lite.load_model`` both load. The same seed
 gives the same files. By default a Qwen2 with a ChatML template; ``family=`` builds the families users load
-(:data:`FAMILIES`: Llama 3.2, Qwen3, Gemma 2 and 3, Mistral, Phi-3, SmolLM2) with transformers' own classes,
+(:data:`FAMILIES`: Llama 3.2, Qwen3, Gemma 2 and 3, Mistral, Phi-3, SmolLM2 and 3) with transformers' own classes,
 their layer layout (Phi-3's fused projections, Gemma's soft-capping and norms) and the special tokens their
 chat templates write, to carry the family's real ``chat_template``.
 
@@ -68,6 +68,8 @@ FAMILIES = {
     "mistral": Family("MistralConfig", "MistralForCausalLM", ("<unk>", "<s>", "</s>"), eos="</s>", bos="<s>", tied=False),
     "phi-3": Family("Phi3Config", "Phi3ForCausalLM", ("<unk>", "<s>", "</s>", "<|endoftext|>", "<|assistant|>", "<|system|>",
                     "<|end|>", "<|user|>"), eos="<|end|>", pad="<|endoftext|>", bos="<s>", tied=False),
+    "smollm3": Family("SmolLM3Config", "SmolLM3ForCausalLM", (*SPECIAL_TOKENS, "<think>", "</think>"), eos="<|im_end|>",
+                      pad="<|im_end|>"),
 }
 
 

@@ -55,34 +55,40 @@ def _score(value: Any) -> float | None:
     return value if math.isfinite(value) else None
 
 
-_PROMPT_INDEXES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_GIVEN_PROMPTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # trainer -> its batches' prompts as given
 
 
-def _prompt_index(trainer) -> dict[str, Any]:
-    """Each chat prompt of the trainer's dataset under the text TRL before 1.15 logs for it: the chat template applied,
-    tokenized and decoded (trl/trainer/grpo_trainer.py, ``_generate_and_score_completions``)."""
-    from trl.data_utils import maybe_apply_chat_template
+def keep_prompts_as_given(trainer) -> None:
+    """Before TRL 1.15 the trainer logs each prompt as the text it generated from (``logged_prompts_as_given`` in
+    grpo_lite/machine/stack.py): beside that log, keep each generation batch's prompts as the dataset gave them, in the
+    order TRL logs their texts (gathered from every process as TRL gathers them, kept as many as it keeps). A row is
+    known by its place in the batch, not by its text: a template that renders differently from one call to the next
+    (today's date in Llama 3.2's and SmolLM3's) renders no text twice alike."""
+    logged = getattr(trainer, "_logs", {}).get("prompt")
+    if stack.newer("logged_prompts_as_given") or trainer in _GIVEN_PROMPTS or not isinstance(logged, deque):
+        return
+    from accelerate.utils import gather_object
 
-    tokenizer = trainer.processing_class
-    prompts = [p for p in trainer.train_dataset["prompt"] if isinstance(p, list)] if "prompt" in trainer.train_dataset.column_names else []
-    if not prompts:
-        return {}
-    texts = [maybe_apply_chat_template({"prompt": p}, tokenizer)["prompt"] for p in prompts]
-    ids = tokenizer(texts, add_special_tokens=False)["input_ids"]
-    decoded = tokenizer.batch_decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
-    return dict(zip(decoded, prompts))
+    given: deque = deque(maxlen=logged.maxlen)
+    generate_and_score = trainer._generate_and_score_completions
+
+    def generate_and_score_keeping_prompts(inputs, *args, **kwargs):
+        prompts = [row.get("prompt") for row in inputs]
+        output = generate_and_score(inputs, *args, **kwargs)
+        given.extend(gather_object(prompts))  # after the batch's own gathers, in the same order on every process
+        return output
+
+    trainer._generate_and_score_completions = generate_and_score_keeping_prompts
+    _GIVEN_PROMPTS[trainer] = given
 
 
 def prompts_as_given(trainer, logged: list) -> list:
-    """The trainer's logged prompts as the dataset gave them. TRL before 1.15 logs each prompt as the text it
-    generated from (``logged_prompts_as_given`` in grpo_lite/machine/stack.py): such a text becomes the chat prompt
-    that renders to it; one no prompt renders to (cut by max_prompt_length) stays as logged."""
-    if stack.newer("logged_prompts_as_given") or not any(isinstance(p, str) for p in logged):
+    """The trainer's logged prompts as the dataset gave them: as logged from TRL 1.15, else the prompts
+    :func:`keep_prompts_as_given` kept for them, by place."""
+    given = list(_GIVEN_PROMPTS.get(trainer, ()))
+    if stack.newer("logged_prompts_as_given") or len(given) < len(logged):
         return logged
-    if trainer not in _PROMPT_INDEXES:
-        _PROMPT_INDEXES[trainer] = _prompt_index(trainer)
-    index = _PROMPT_INDEXES[trainer]
-    return [index.get(p, p) if isinstance(p, str) else p for p in logged]
+    return given[len(given) - len(logged):]
 
 
 def batch_samples(trainer, step: int) -> list[dict[str, Any]]:
@@ -123,6 +129,7 @@ class SampleLog(RunCallback):
 
     def attach(self, trainer) -> SampleLog:
         self.trainer = trainer
+        keep_prompts_as_given(trainer)
         return self
 
     def on_train_begin(self, args, state, control, **kwargs):
