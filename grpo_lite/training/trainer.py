@@ -144,7 +144,7 @@ def _drop_long_prompts(dataset, tokenizer, max_prompt_tokens: int, chat_template
     model was trained on (no system or user turn opens it): the rows are dropped instead, and how many is said."""
     lengths = prompt_lengths(dataset, tokenizer, chat_template_kwargs)
     cut_before = (f"; TRL before 0.28 kept such prompts, cut on the left to their last {max_prompt_tokens} tokens with the "
-                  "chat template's header first, and TRL 1.x renders chat prompts itself, so grpo-lite drops them instead")
+                  "chat template's header first, and the installed TRL renders chat prompts itself, so grpo-lite drops them instead")
     try:
         keep = rows_within(lengths, max_prompt_tokens, "max_prompt_length")
     except DatasetError as error:
