@@ -358,10 +358,16 @@ def test_a_missing_question_column_is_named():
         prepare_dataset(ROWS, question="prompt_text")
 
 
-def test_every_prompt_over_the_limit_is_an_error_not_an_empty_run(tiny_model):
+def test_every_prompt_over_the_limit_is_an_error_naming_the_limit_that_keeps_them(tiny_model):
+    from grpo_lite.data.prepare import prompt_lengths
+
     _, tokenizer = tiny_model
-    with pytest.raises(DatasetError, match=r"every prompt is over max_prompt_tokens=2 \(the shortest is \d+ tokens\)"):
+    lengths = prompt_lengths(prepare_dataset(ROWS, tokenizer=tokenizer), tokenizer)
+    span = f"{min(lengths)}-{max(lengths)}" if min(lengths) < max(lengths) else f"{max(lengths)}"
+    with pytest.raises(DatasetError, match=rf"^max_prompt_tokens=2 drops all {len(ROWS)} rows: their prompts are {span} tokens "
+                                           rf"as the chat template renders them; max_prompt_tokens={max(lengths)} keeps them all$"):
         prepare_dataset(ROWS, tokenizer=tokenizer, max_prompt_tokens=2)
+    assert len(prepare_dataset(ROWS, tokenizer=tokenizer, max_prompt_tokens=max(lengths))) == len(ROWS)
 
 
 def test_train_given_a_list_of_rows_says_to_prepare_it(tiny_model, tmp_path):

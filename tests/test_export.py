@@ -196,11 +196,12 @@ def test_push_to_hub_with_a_bad_repo_name_is_refused_before_anything_is_written(
     assert not (tmp_path / "out").exists() and hub == []
 
 
-def test_gguf_takes_several_quantizations_in_one_call_and_pushes_the_gguf_files(tiny_model, tmp_path, hub):
-    # llama.cpp and Unsloth's GGUF exporter need a GPU model loaded by Unsloth: a stand-in save_pretrained_gguf does what
-    # unsloth/save.py's does (unsloth_save_pretrained_gguf -> save_to_gguf, which takes a string or a list of methods,
-    # writes <save_directory>_gguf/<name>.<METHOD>.gguf and a Modelfile, and returns {"gguf_directory", "gguf_files", ...}).
-    model, tokenizer = tiny_model
+def _stand_in_gguf(model) -> list:
+    """Give ``model`` a stand-in save_pretrained_gguf; returns the list of the quantization_method it is called with.
+
+    llama.cpp and Unsloth's GGUF exporter need a GPU model loaded by Unsloth: the stand-in does what unsloth/save.py's
+    does (unsloth_save_pretrained_gguf -> save_to_gguf, which takes a string or a list of methods, writes
+    <save_directory>_gguf/<name>.<METHOD>.gguf and a Modelfile, and returns {"gguf_directory", "gguf_files", ...})."""
     asked = []
 
     def save_pretrained_gguf(save_directory, tokenizer, quantization_method="fast_quantized"):
@@ -216,6 +217,12 @@ def test_gguf_takes_several_quantizations_in_one_call_and_pushes_the_gguf_files(
                 "modelfile_location": str(gguf_dir / "Modelfile")}
 
     model.save_pretrained_gguf = save_pretrained_gguf
+    return asked
+
+
+def test_gguf_takes_several_quantizations_in_one_call_and_pushes_the_gguf_files(tiny_model, tmp_path, hub):
+    model, tokenizer = tiny_model
+    asked = _stand_in_gguf(model)
     export(model, tokenizer, tmp_path / "out", how="gguf", quantization=["q4_k_m", "q8_0"], push_to_hub="someone/tiny-gguf")
     assert asked == [["q4_k_m", "q8_0"]]
     (_, repo, _), (_, _, upload) = hub
@@ -224,3 +231,85 @@ def test_gguf_takes_several_quantizations_in_one_call_and_pushes_the_gguf_files(
     assert upload["files"] == ["Modelfile", "tiny.Q4_K_M.gguf", "tiny.Q8_0.gguf"]
     with pytest.raises(ExportError, match=r"quantization=\['q4_k_m', 'q9'\]"):
         export(model, tokenizer, tmp_path / "again", how="gguf", quantization=["q4_k_m", "q9"])
+
+
+def _unsloth_save_source():
+    """unsloth/save.py as installed, read without importing Unsloth (which needs a GPU), and its module's syntax tree."""
+    import ast
+    import importlib.util
+
+    spec = importlib.util.find_spec("unsloth")
+    if spec is None:
+        pytest.skip("Unsloth is not installed")
+    source = (Path(spec.origin).parent / "save.py").read_text()
+    return source, ast.parse(source)
+
+
+def _unsloth_dict(tree, name: str) -> dict:
+    import ast
+
+    [value] = [node.value for node in tree.body if isinstance(node, ast.Assign)
+               and any(isinstance(target, ast.Name) and target.id == name for target in node.targets)]
+    return ast.literal_eval(value)
+
+
+def test_gguf_methods_are_unsloths_read_as_unsloth_reads_them(tiny_model, tmp_path):
+    import ast
+
+    from grpo_lite.model.exporter import GGUF_IMATRIX_QUANTIZATIONS, GGUF_QUANTIZATIONS
+
+    source, tree = _unsloth_save_source()
+    assert GGUF_QUANTIZATIONS == tuple(_unsloth_dict(tree, "ALLOWED_QUANTS"))
+    assert GGUF_IMATRIX_QUANTIZATIONS == tuple(_unsloth_dict(tree, "IMATRIX_QUANTS"))
+    [reader] = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "unsloth_save_pretrained_gguf"]
+    read = ast.get_source_segment(source, reader)
+    # its rule: None is q8_0, a name is lower-cased, then three aliases
+    assert 'quant_method = "q8_0"' in read and "quant_method = quant_method.lower()" in read
+    for alias, method in (("not_quantized", "f16"), ("fast_quantized", "q8_0"), ("quantized", "q4_k_m")):
+        assert f'if quant_method == "{alias}":\n                    quant_method = "{method}"' in read or \
+               f'elif quant_method == "{alias}":\n                    quant_method = "{method}"' in read, alias
+
+    model, tokenizer = tiny_model
+    asked = _stand_in_gguf(model)
+    export(model, tokenizer, tmp_path / "upper", how="GGUF", quantization="Q8_0")
+    export(model, tokenizer, tmp_path / "all", how="gguf", quantization=[method.upper() for method in GGUF_QUANTIZATIONS])
+    export(model, tokenizer, tmp_path / "none", how="gguf", quantization=None)
+    aliases = {"not_quantized": "f16", "fast_quantized": "q8_0", "quantized": "q4_k_m"}
+    assert asked == ["q8_0", [aliases.get(method, method) for method in GGUF_QUANTIZATIONS], "q8_0"]
+    with pytest.raises(ExportError, match=r"quantization='IQ2_XS'; IQ2_XS need an importance matrix \(Unsloth's imatrix_file\)"):
+        export(model, tokenizer, tmp_path / "iq", how="gguf", quantization="IQ2_XS")
+    with pytest.raises(ExportError, match=r"quantization=' q8_0'; for GGUF use one of not_quantized, "):
+        export(model, tokenizer, tmp_path / "space", how="gguf", quantization=" q8_0")  # Unsloth does not strip it either
+
+
+@pytest.mark.parametrize("how, written", [("LoRA", "adapter_model.safetensors"), ("Merged-16bit", "model.safetensors"),
+                                          (" merged 16bit ", "model.safetensors")])
+def test_how_is_read_as_unsloth_reads_a_save_method(trained_lora, tmp_path, how, written):
+    source, _ = _unsloth_save_source()
+    assert 'save_method.lower().strip().replace("-", "_").replace(" ", "_")' in source  # unsloth/save.py's rule
+    model, tokenizer = trained_lora
+    export(model, tokenizer, tmp_path, how=how)
+    assert (tmp_path / written).exists()
+
+
+def test_the_adapter_export_after_training_is_the_trained_adapter_alone(tiny_model, tiny_model_dir, tmp_path):
+    from peft import PeftModel
+
+    from grpo_lite import prepare_dataset, train
+
+    model, tokenizer = tiny_model
+    rows = [{"question": f"What is {i} + {i}?", "answer": str(2 * i)} for i in range(4)]
+    result = train(model, tokenizer, prepare_dataset(rows), [lambda completions, **kw: [len(c[0]["content"]) % 3 / 2 for c in completions]],
+                   preset="cpu-smoke", output_dir=tmp_path / "run", dashboard=False, max_steps=1, num_generations=4,
+                   per_device_train_batch_size=4, max_completion_length=8, beta=0.04, learning_rate=1e-2, warmup_steps=0)
+    export(result.model, tokenizer, tmp_path / "adapter", how="adapter")
+
+    configs = sorted(str(p.relative_to(tmp_path / "adapter")) for p in (tmp_path / "adapter").rglob("adapter_config.json"))
+    assert configs == ["adapter_config.json"]  # TRL 1.x's frozen "ref" copy is not written beside it
+    ids = tokenizer("What is 3 + 3?", return_tensors="pt")["input_ids"]
+    reloaded = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_model_dir), tmp_path / "adapter").eval()
+    base = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
+    result.model.eval()
+    with torch.no_grad():
+        trained, again, untrained = (m(input_ids=ids).logits for m in (result.model, reloaded, base))
+    assert torch.allclose(trained, again, atol=1e-5) and not torch.allclose(trained, untrained, atol=1e-3)

@@ -3,11 +3,12 @@ what it meant where it was written: renamed and removed fields are carried over 
 applies on every backend, and what a preset changes from TRL's defaults is said and recorded."""
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 import yaml
 from ports.checks import changes_table
-from stacks import removed_here
+from stacks import prompts_trl_generates_from, removed_here
 
 from grpo_lite import prepare_dataset, train
 from grpo_lite.data.prepare import DatasetError
@@ -71,6 +72,10 @@ def test_the_seed_template_trains_on_the_first_try(tiny_model, tmp_path, capsys,
     assert ("grpo-lite: warmup_ratio=0.1 -> warmup_steps=0.1 (warmup_steps: 0.1 in a run YAML)" in err) == ("warmup_ratio" in TRANSLATED)
     assert ("max_prompt_length=256 -> prompts over 256 tokens are dropped before training (prepare_dataset(" in err) == (
         "max_prompt_length" in TRANSLATED)
+    assert ("grpo-lite: dropped 1 of 5 rows whose prompts are over max_prompt_length=256 tokens as the chat template renders "
+            "them (the longest is " in err) == ("max_prompt_length" in TRANSLATED)
+    assert (f"grpo-lite: TRL {stack.installed('trl')} cuts 1 of 5 prompts on the left to their last max_prompt_length=256 tokens" in err) == (
+        "max_prompt_length" not in TRANSLATED)
     assert ("overwrite_output_dir=True: dropped: transformers 5 removed it" in err) == ("overwrite_output_dir" in TRANSLATED)
     assert "per_device_train_batch_size=1 ->" not in err  # 1 x 4 accumulation steps holds a group of 4
     assert "did you mean" not in err
@@ -190,11 +195,89 @@ def test_renamed_fields_are_carried_over(old, value, new):
 
 
 @removed_here("max_prompt_length")
-def test_a_dataset_whose_every_prompt_is_too_long_is_refused(tiny_model, tmp_path):
+def test_a_dataset_whose_every_prompt_is_too_long_is_refused_with_the_limit_that_keeps_it(tiny_model, tmp_path):
     model, tokenizer = tiny_model
-    with pytest.raises(DatasetError, match="the dataset has no rows"):
-        train(model, tokenizer, _dataset(tokenizer), [length_reward], preset="cpu-smoke", output_dir=tmp_path,
+    dataset = _dataset(tokenizer)
+    lengths = [len(_rendered_ids(tokenizer, prompt)) for prompt in dataset["prompt"]]
+    with pytest.raises(DatasetError, match=rf"^max_prompt_length=8 drops all 5 rows: their prompts are {min(lengths)}-"
+                                           rf"{max(lengths)} tokens as the chat template renders them; "
+                                           rf"max_prompt_length={max(lengths)} keeps them all; TRL before 0.28 kept such "
+                                           r"prompts, cut on the left to their last 8 tokens"):
+        train(model, tokenizer, dataset, [length_reward], preset="cpu-smoke", output_dir=tmp_path / "run",
               dashboard=False, max_steps=1, max_prompt_length=8)
+    assert not (tmp_path / "run").exists()  # refused before the run was written, let alone trained
+
+
+# nb/gpt-oss-(20B)-GRPO.ipynb @ bdda2efc, cells 35 and 56-58, which install trl==0.22.2: the limit is the raw prompt's
+# length + 1, under the length gpt-oss's chat template renders it to (its system header comes first).
+GPT_OSS_PROMPT = """
+Create a new fast matrix multiplication function using only native Python code.
+You are given a list of list of numbers.
+Output your new function in backticks using the format below:
+```python
+def matmul(A, B):
+    return ...
+```
+""".strip()
+GPT_OSS_ROWS = 4
+
+
+def _rendered_ids(tokenizer, messages):
+    """The prompt's tokens as TRL renders and tokenizes it (the generation prompt included, no special tokens added)."""
+    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+@pytest.fixture
+def gpt_oss_notebook(tiny_model):
+    from datasets import Dataset
+
+    model, tokenizer = tiny_model
+    tokenizer.chat_template = (Path(__file__).parent / "data" / "chat_templates" / "gpt-oss.jinja").read_text()
+    dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": GPT_OSS_PROMPT.strip()}], "answer": 0}] * GPT_OSS_ROWS)
+    maximum_length = len(tokenizer(GPT_OSS_PROMPT.strip())["input_ids"])
+    rendered = _rendered_ids(tokenizer, dataset[0]["prompt"])
+    assert len(rendered) > maximum_length + 1  # the header the raw length leaves out
+    return model, tokenizer, dataset, maximum_length + 1, rendered
+
+
+GPT_OSS_RUN = dict(preset="cpu-smoke", dashboard=False, max_steps=1, num_generations=2, per_device_train_batch_size=2,
+                   max_completion_length=4)
+
+
+@removed_here("max_prompt_length")
+def test_the_gpt_oss_notebooks_raw_prompt_limit_is_refused_with_the_rendered_length_and_that_length_trains(
+        gpt_oss_notebook, tmp_path, capsys):
+    model, tokenizer, dataset, max_prompt_length, rendered = gpt_oss_notebook
+    with pytest.raises(DatasetError, match=rf"^max_prompt_length={max_prompt_length} drops all {GPT_OSS_ROWS} rows: their "
+                                           rf"prompts are {len(rendered)} tokens as the chat template renders them; "
+                                           rf"max_prompt_length={len(rendered)} keeps them all"):
+        train(model, tokenizer, dataset, [length_reward], output_dir=tmp_path / "raw", max_prompt_length=max_prompt_length,
+              **GPT_OSS_RUN)
+    assert not (tmp_path / "raw").exists()
+
+    with prompts_trl_generates_from(model) as asked:
+        result = train(model, tokenizer, dataset, [length_reward], output_dir=tmp_path / "rendered",
+                       max_prompt_length=len(rendered), **GPT_OSS_RUN)
+    assert len(result.trainer.train_dataset) == GPT_OSS_ROWS
+    assert asked and all(ids == rendered for ids in asked)  # the whole prompt, header and all
+    assert "rows whose prompts are over max_prompt_length" not in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not still_a_field("max_prompt_length"), reason="TRL removed max_prompt_length here (0.28.0)")
+def test_the_gpt_oss_notebooks_raw_prompt_limit_cuts_on_the_left_where_trl_still_has_it(gpt_oss_notebook, tmp_path, capsys):
+    from importlib.metadata import version
+
+    model, tokenizer, dataset, max_prompt_length, rendered = gpt_oss_notebook
+    with prompts_trl_generates_from(model) as asked:
+        result = train(model, tokenizer, dataset, [length_reward], output_dir=tmp_path, max_prompt_length=max_prompt_length,
+                       **GPT_OSS_RUN)
+    assert result.trainer.args.max_prompt_length == max_prompt_length and len(result.trainer.train_dataset) == GPT_OSS_ROWS
+    # TRL cuts the rendered prompt to its last max_prompt_length tokens: the template's header is gone
+    assert asked and all(ids == rendered[-max_prompt_length:] for ids in asked)
+    assert (f"TRL {version('trl')} cuts {GPT_OSS_ROWS} of {GPT_OSS_ROWS} prompts on the left to their last "
+            f"max_prompt_length={max_prompt_length} tokens, the chat template's header first (they are {len(rendered)} "
+            f"tokens as it renders them); max_prompt_length={len(rendered)} keeps them whole") in capsys.readouterr().err
 
 
 def test_the_trl_preset_is_trls_defaults():

@@ -501,16 +501,25 @@ def prepare_dataset(
             f"({len(too_long)} rows are). Raise max_prompt_tokens, shorten the system prompt, or use "
             "on_long_prompt='drop'"
         )
-    if too_long and len(too_long) == len(lengths):
-        raise DatasetError(
-            f"every prompt is over max_prompt_tokens={max_prompt_tokens} (the shortest is {min(lengths)} tokens), so no "
-            "row is left to train on: raise max_prompt_tokens or shorten the system prompt"
-        )
+    keep = rows_within(lengths, max_prompt_tokens, "max_prompt_tokens")
     if too_long:
-        logger.info(f"dropped {len(too_long)} of {len(lengths)} prompts over {max_prompt_tokens} tokens")
-        keep = sorted(set(range(len(lengths))) - set(too_long))
+        logger.info(f"dropped {len(too_long)} of {len(lengths)} prompts over {max_prompt_tokens} tokens "
+                    f"(max_prompt_tokens={max(lengths)} keeps them all)")
         prepared = prepared.select(keep)
     return prepared
+
+
+def rows_within(lengths: list[int], limit: int, setting: str) -> list[int]:
+    """The indices of the rows whose prompt is at most ``limit`` tokens. A limit that leaves none is refused here,
+    naming ``setting`` and the value that keeps every row, so that no filter empties a dataset without saying which."""
+    keep = [i for i, n in enumerate(lengths) if n <= limit]
+    if lengths and not keep:
+        low, high = min(lengths), max(lengths)
+        span = f"{low}-{high}" if low < high else f"{high}"
+        rows = f"all {len(lengths)} rows: their prompts are" if len(lengths) > 1 else "the one row: its prompt is"
+        raise DatasetError(f"{setting}={limit} drops {rows} {span} tokens as the chat template renders them; "
+                           f"{setting}={high} keeps them all")
+    return keep
 
 
 def prompt_lengths(dataset, tokenizer, chat_template_kwargs: dict[str, Any] | None = None) -> list[int]:

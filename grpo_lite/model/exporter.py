@@ -19,7 +19,16 @@ from ..errors import UserError
 from ..log import logger
 
 HOWS = ("adapter", "merged_16bit", "merged_4bit", "gguf")
-GGUF_QUANTIZATIONS = ("q8_0", "f16", "bf16", "q4_k_m", "q5_k_m", "q2_k", "q3_k_m", "q4_0", "q6_k")
+HOW_ALIASES = {"lora": "adapter"}  # Unsloth's save_method name for the adapter alone
+# unsloth/save.py (2026.10.9), ALLOWED_QUANTS: the GGUF methods save_to_gguf takes without an importance matrix
+GGUF_QUANTIZATIONS = ("not_quantized", "fast_quantized", "quantized", "f32", "bf16", "f16", "q8_0", "q4_k_m", "q5_k_m", "q2_k",
+                      "q2_k_l", "q3_k_l", "q3_k_m", "q3_k_s", "q4_0", "q4_1", "q4_k_s", "q4_k", "q5_k", "q5_0", "q5_1", "q5_k_s",
+                      "q6_k", "q3_k_xs")
+# and IMATRIX_QUANTS: the IQ methods, which it takes only with an importance matrix (imatrix_file), which export does not pass
+GGUF_IMATRIX_QUANTIZATIONS = ("iq1_s", "iq1_m", "iq2_xxs", "iq2_xs", "iq2_s", "iq2_m", "iq3_xxs", "iq3_s", "iq3_m", "iq4_nl",
+                              "iq4_xs")
+# unsloth_save_pretrained_gguf: a method of None is q8_0, and these three name others
+GGUF_ALIASES = {None: "q8_0", "not_quantized": "f16", "fast_quantized": "q8_0", "quantized": "q4_k_m"}
 
 
 class ExportError(UserError, RuntimeError):
@@ -76,12 +85,38 @@ def _merged_into_16bit_base(model, dtype: torch.dtype | None):
         return PeftModel.from_pretrained(base, adapter_dir).merge_and_unload()
 
 
-def _gguf_methods(quantization: str | Sequence[str]) -> list[str]:
-    methods = [quantization] if isinstance(quantization, str) else list(quantization) if isinstance(quantization, (list, tuple)) else None
-    if not methods or any(method not in GGUF_QUANTIZATIONS for method in methods):
-        raise ExportError(f"export: quantization={quantization!r}; for GGUF use one of {', '.join(GGUF_QUANTIZATIONS)}, "
-                          "or a list of them")
-    return methods
+def _how(how: str) -> str:
+    """``how`` read as Unsloth reads a save_method (unsloth/save.py, e.g. ``_is_lora_save_method``:
+    ``save_method.lower().strip().replace("-", "_").replace(" ", "_")``): ``"Merged-16bit"`` is merged_16bit."""
+    key = how.lower().strip().replace("-", "_").replace(" ", "_") if isinstance(how, str) else how
+    key = HOW_ALIASES.get(key, key)
+    if key not in HOWS:
+        raise ExportError(f"export: how={how!r}; use one of {', '.join(HOWS)}")
+    return key
+
+
+def _gguf_method(method: str | None) -> str | None:
+    """One GGUF method as Unsloth reads it (unsloth/save.py, unsloth_save_pretrained_gguf: ``quant_method.lower()``,
+    then its aliases), or None where Unsloth would refuse it."""
+    if method is not None and not isinstance(method, str):
+        return None
+    key = method.lower() if method is not None else None
+    key = GGUF_ALIASES.get(key, key)
+    return key if key in GGUF_QUANTIZATIONS else None
+
+
+def _gguf_methods(quantization: str | Sequence[str] | None) -> list[str]:
+    asked = list(quantization) if isinstance(quantization, (list, tuple)) else [quantization]
+    methods = [_gguf_method(method) for method in asked]
+    if methods and None not in methods:
+        return methods
+    imatrix = [method for method in asked if isinstance(method, str) and method.lower() in GGUF_IMATRIX_QUANTIZATIONS]
+    if imatrix:
+        raise ExportError(f"export: quantization={quantization!r}; {', '.join(imatrix)} need an importance matrix (Unsloth's "
+                          "imatrix_file), which export does not pass: call the model's save_pretrained_gguf(..., "
+                          "imatrix_file=...) yourself, or use another method")
+    raise ExportError(f"export: quantization={quantization!r}; for GGUF use one of {', '.join(GGUF_QUANTIZATIONS)} (in any "
+                      "case, as Unsloth reads them), or a list of them")
 
 
 def _hub_repo(push_to_hub: str | None) -> None:
@@ -105,7 +140,7 @@ def export(
     tokenizer,
     out_dir: str | Path,
     how: str = "adapter",
-    quantization: str | Sequence[str] = "q8_0",
+    quantization: str | Sequence[str] | None = "q8_0",
     dtype: torch.dtype | None = None,
     overwrite: bool = False,
     push_to_hub: str | None = None,
@@ -114,7 +149,7 @@ def export(
     """Write ``model`` and ``tokenizer`` to ``out_dir`` and return it.
 
     how:
-        ``"adapter"``: the LoRA weights only (a few MB); load with ``peft.AutoPeftModelForCausalLM``.
+        ``"adapter"``: the trained LoRA weights only (a few MB); load with ``peft.AutoPeftModelForCausalLM``.
         ``"merged_16bit"``: base + LoRA as one model in the weights' dtype (16-bit on a GPU; ``dtype=torch.bfloat16``
         casts, e.g. from the CPU backend's fp32); load with ``AutoModelForCausalLM.from_pretrained``. From a
         4-bit model, the base weights are reloaded in 16-bit (``dtype``, else the GPU's half dtype) and the
@@ -123,6 +158,9 @@ def export(
         ``"gguf"``: a GGUF file for llama.cpp / Ollama at ``quantization`` (Unsloth only); a list
         (``["q4_k_m", "q8_0"]``) writes one file per method from one conversion, as Unsloth's
         ``save_pretrained_gguf`` does. Unsloth writes the GGUF files beside ``out_dir``, in ``<out_dir>_gguf``.
+
+    ``how`` and ``quantization`` are read as Unsloth reads its save_method and quantization_method: in any case
+    (``"Q8_0"``, ``"Merged-16bit"``; ``"lora"`` is the adapter), a GGUF method any of Unsloth's ALLOWED_QUANTS.
 
     ``push_to_hub="user/repo"`` then uploads what was written to that Hub repository (created if missing), with
     ``token`` (else the one ``huggingface-cli login`` saved): the folder for the adapter and merged models, the
@@ -135,8 +173,7 @@ def export(
 
         export(result.model, tokenizer, "out/merged", how="merged_16bit")
     """
-    if how not in HOWS:
-        raise ExportError(f"export: how={how!r}; use one of {', '.join(HOWS)}")
+    how = _how(how)
     methods = _gguf_methods(quantization) if how == "gguf" else None
     _hub_repo(push_to_hub)
     written = _write(model, tokenizer, Path(out_dir), how, methods, dtype, overwrite)
@@ -181,8 +218,12 @@ def _write(model, tokenizer, out_dir: Path, how: str, methods: list[str] | None,
             "grpo_lite.load_model(..., lora_rank=...) or export how='merged_16bit'"
         )
     if how == "adapter":
-        to_save = model
-    elif hasattr(model, "peft_config") and _is_4bit(model):
+        # only the adapter the model trains: TRL 1.x adds a frozen copy, "ref", for the KL term of a beta > 0 run
+        # (trl/trainer/grpo_trainer.py, GRPOTrainer.__init__: model.add_adapter("ref", ...)), which PEFT would save too
+        model.save_pretrained(out_dir, selected_adapters=[model.active_adapter])
+        tokenizer.save_pretrained(out_dir)
+        return out_dir
+    if hasattr(model, "peft_config") and _is_4bit(model):
         to_save = _merged_into_16bit_base(model, dtype)
     else:
         to_save = _merged(model, dtype)

@@ -40,7 +40,7 @@ from rewards.calling import check_columns
 from rewards.combine import distinct_names, name_clashes
 from rewards.extract import is_data_frame
 
-from ..data.prepare import DatasetError, as_dataset, check_prompts, prompt_lengths
+from ..data.prepare import DatasetError, as_dataset, check_prompts, prompt_lengths, rows_within
 from ..data.prompts import fit_dataset, prompt_token_ids, remember_template_kwargs
 from ..guards.faults import faults_reported
 from ..guards.nan import NaNStop
@@ -135,14 +135,39 @@ def _check_one_batch(dataset, config) -> None:
 
 
 def _drop_long_prompts(dataset, tokenizer, max_prompt_tokens: int, chat_template_kwargs: dict[str, Any]):
-    """The rows whose prompt is at most ``max_prompt_tokens`` tokens (``max_prompt_length``, carried over), measured as
-    ``prepare_dataset(..., max_prompt_tokens=N)`` measures them."""
+    """The rows whose prompt is at most ``max_prompt_tokens`` tokens (``max_prompt_length``, carried over where TRL
+    removed it), measured as TRL renders them: the chat template's header included.
+
+    TRL before 0.28 kept a longer prompt and cut it to its last max_prompt_length tokens (trl 0.22.2,
+    trl/trainer/grpo_trainer.py, _generate_and_score_completions: truncate_with_protected_tokens, then batch_decode),
+    header first. TRL 1.15 renders chat prompts itself from the messages, and a prompt cut on the left is one no chat
+    model was trained on (no system or user turn opens it): the rows are dropped instead, and how many is said."""
     lengths = prompt_lengths(dataset, tokenizer, chat_template_kwargs)
-    keep = [i for i, n in enumerate(lengths) if n <= max_prompt_tokens]
+    cut_before = (f"; TRL before 0.28 kept such prompts, cut on the left to their last {max_prompt_tokens} tokens with the "
+                  "chat template's header first, and the installed TRL renders chat prompts itself, so grpo-lite drops them instead")
+    try:
+        keep = rows_within(lengths, max_prompt_tokens, "max_prompt_length")
+    except DatasetError as error:
+        raise DatasetError(f"{error}{cut_before}") from None
     if len(keep) < len(lengths):
-        logger.info(f"dropped {len(lengths) - len(keep)} of {len(lengths)} rows whose prompt is over {max_prompt_tokens} tokens "
-                    f"(max_prompt_length; the longest is {max(lengths)})")
+        logger.info(f"dropped {len(lengths) - len(keep)} of {len(lengths)} rows whose prompts are over max_prompt_length="
+                    f"{max_prompt_tokens} tokens as the chat template renders them (the longest is {max(lengths)}; "
+                    f"max_prompt_length={max(lengths)} keeps them all){cut_before}")
     return dataset.select(keep)
+
+
+def _say_cut_prompts(dataset, tokenizer, max_prompt_length: int, chat_template_kwargs: dict[str, Any]) -> None:
+    """Say how many prompts a TRL that still has ``max_prompt_length`` cuts, as it cuts them (trl 0.22.2,
+    trl/trainer/grpo_trainer.py: the rendered prompt's last max_prompt_length tokens, so the template's header goes first)."""
+    from importlib.metadata import version
+
+    lengths = prompt_lengths(dataset, tokenizer, chat_template_kwargs)
+    if cut := sum(n > max_prompt_length for n in lengths):
+        low, high = min(lengths), max(lengths)
+        logger.info(f"TRL {version('trl')} cuts {cut} of {len(lengths)} prompts on the left to their last max_prompt_length="
+                    f"{max_prompt_length} tokens, the chat template's header first (they are "
+                    f"{f'{low}-{high}' if low < high else high} tokens as it renders them); max_prompt_length={high} keeps "
+                    "them whole")
 
 
 def _check_trainable(model) -> None:
@@ -319,7 +344,8 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
     remember_template_kwargs(tokenizer, template)
     if ported.max_prompt_tokens is not None:
         dataset = _drop_long_prompts(dataset, tokenizer, ported.max_prompt_tokens, template)
-        _check_dataset(dataset)  # none left
+    elif getattr(config, "max_prompt_length", None):
+        _say_cut_prompts(dataset, tokenizer, config.max_prompt_length, template)
     _check_one_batch(dataset, config)
     _check_sequence_length(model, tokenizer, dataset, config, template)
     heldout = settings.heldout if settings.heldout is not None and settings.heldout.data is not None else None
