@@ -2,7 +2,9 @@
 
 One line per completion of each logged step, from GRPOTrainer's own record of the batch: ``step``,
 ``prompt`` (as the trainer got it: chat messages or a string), ``completion``, ``rewards`` (name -> score, null where a reward did not apply), ``total`` and
-``advantage``. The file is bounded: past ``max_rows`` it keeps the newest half.
+``advantage``; in a run whose dataset has columns the chat template reads (gpt-oss's ``reasoning_effort``),
+``template_columns``: the row's values the prompt was rendered with. The file is bounded: past ``max_rows`` it keeps the
+newest half.
 
 A row is a copy of the batch as scored, taken when the step is logged: the rewards scored copies of their own
 (grpo_lite.guards.reward_calls), and nothing that reads or edits a row afterwards (a callback, the dashboard) reaches the
@@ -20,6 +22,7 @@ from typing import Any
 from rewards.calling import private_copy
 from rewards.combine import weighted_total
 
+from ..data.prompts import row_settings
 from ..machine import stack
 from ..run.callbacks import RunCallback
 from ..run.files import SAMPLES_FILE, append_jsonl, in_run, read_jsonl, write_jsonl
@@ -56,18 +59,29 @@ def _score(value: Any) -> float | None:
 
 
 _PROMPT_INDEXES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_ROW_SETTINGS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # trainer -> the settings of its logged prompts
+
+
+def note_row_settings(trainer, settings: list[dict[str, Any]]) -> None:
+    """The values of the columns the chat template reads that each prompt of the trainer's latest generation batch was
+    rendered with, in the order the trainer logs the prompts (``trainer._logs``, kept for one generation batch)."""
+    logged = getattr(trainer, "_logs", {}).get("prompt")
+    _ROW_SETTINGS.setdefault(trainer, deque(maxlen=getattr(logged, "maxlen", None))).extend(settings)
 
 
 def _prompt_index(trainer) -> dict[str, Any]:
-    """Each chat prompt of the trainer's dataset under the text TRL before 1.15 logs for it: the chat template applied,
-    tokenized and decoded (trl/trainer/grpo_trainer.py, ``_generate_and_score_completions``)."""
+    """Each chat prompt of the trainer's dataset under the text TRL before 1.15 logs for it: the chat template applied
+    with the row's settings, tokenized and decoded (trl/trainer/grpo_trainer.py, ``_generate_and_score_completions``)."""
     from trl.data_utils import maybe_apply_chat_template
 
     tokenizer = trainer.processing_class
-    prompts = [p for p in trainer.train_dataset["prompt"] if isinstance(p, list)] if "prompt" in trainer.train_dataset.column_names else []
-    if not prompts:
+    dataset = trainer.train_dataset
+    rows = zip(dataset["prompt"], row_settings(tokenizer, dataset)) if "prompt" in dataset.column_names else ()
+    chats = [(p, own) for p, own in rows if isinstance(p, list)]
+    if not chats:
         return {}
-    texts = [maybe_apply_chat_template({"prompt": p}, tokenizer)["prompt"] for p in prompts]
+    prompts = [p for p, _ in chats]
+    texts = [maybe_apply_chat_template({"prompt": p}, tokenizer, **own)["prompt"] for p, own in chats]
     ids = tokenizer(texts, add_special_tokens=False)["input_ids"]
     decoded = tokenizer.batch_decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
     return dict(zip(decoded, prompts))
@@ -96,6 +110,7 @@ def batch_samples(trainer, step: int) -> list[dict[str, Any]]:
     scores = {name: list(values)[-n:] for name, values in logs["rewards"].items()}
     weights = getattr(trainer, "reward_weights", None)
     weights = [float(w) for w in weights] if weights is not None else [1.0] * len(scores)
+    settings = list(_ROW_SETTINGS.get(trainer, ()))[-n:]
     rows = []
     for i in range(n):
         rewards = {name: _score(values[i]) for name, values in scores.items()}
@@ -107,6 +122,8 @@ def batch_samples(trainer, step: int) -> list[dict[str, Any]]:
             "total": weighted_total(list(rewards.values()), weights),
             "advantage": _score(advantages[i]) if i < len(advantages) else None,
         })
+        if len(settings) == n:
+            rows[-1]["template_columns"] = private_copy(settings[i])
     return rows
 
 
