@@ -311,20 +311,27 @@ def gpt_oss_dir(tmp_path_factory):
     return build_tiny_model(tmp_path_factory.mktemp("gpt-oss-template"), chat_template=GPT_OSS_TEMPLATE)
 
 
-def test_the_columns_the_template_reads_are_asked_of_the_template(gpt_oss_dir):
-    from grpo_lite.data.prompts import template_columns
+def test_the_columns_the_template_reads_are_asked_of_the_template_and_a_rows_value_wins(gpt_oss_dir):
+    from grpo_lite.data.prompts import describe_row_settings, row_template_kwargs, template_columns
 
     _, tokenizer = load_model(str(gpt_oss_dir), lora_rank=4)
     # "answer" appears nowhere as a variable; "tools" and "messages" are apply_chat_template's own
     assert template_columns(tokenizer, ["prompt", "answer", "reasoning_effort", "tools", "messages", "model_identity"]) == [
         "reasoning_effort", "model_identity"]
+    rows = [{"prompt": "a", "reasoning_effort": "low"}, {"prompt": "b", "reasoning_effort": None}]  # None: the row has none
+    assert row_template_kwargs(tokenizer, rows, {"reasoning_effort": "high", "model_identity": "tiny"}) == [
+        {"reasoning_effort": "low", "model_identity": "tiny"}, {"reasoning_effort": "high", "model_identity": "tiny"}]
+    assert describe_row_settings(tokenizer, rows, {"reasoning_effort": "high"}) == (
+        "the chat template reads the dataset's reasoning_effort (low: 1 row): each row is rendered with its own value, over "
+        "chat_template_kwargs' reasoning_effort='high' (which holds for the rows without one)")
+    assert describe_row_settings(tokenizer, [{"prompt": "a", "answer": "4"}]) is None
 
 
 def test_a_column_the_template_reads_renders_each_row_with_its_own_value_on_every_path(gpt_oss_dir, tmp_path, monkeypatch,
                                                                                       capsys):
     """gpt-oss's reasoning_effort per row, as Unsloth's gpt-oss notebook gives it: TRL's training prompts, held-out
     evaluation, the length checks, generate, evaluate, preview and samples.jsonl each render a row with its own effort
-    (the template's default is "medium"), and the run says so when it starts."""
+    over the run's "medium" (the template's default too), and the run says so when it starts."""
     from grpo_lite.data.prepare import prompt_lengths
     from grpo_lite.monitor.samples import question_of, read_samples
 
@@ -341,8 +348,10 @@ def test_a_column_the_template_reads_renders_each_row_with_its_own_value_on_ever
 
     with prompts_trl_generates_from(model) as trl_asked:  # each step's batch holds every row: all four in one render
         result = train(model, tokenizer, dataset, [characters_reward], output_dir=tmp_path / "run", heldout=dataset,
-                       heldout_n=4, **{**ONE_STEP, "max_steps": 2, "num_generations": 2, "per_device_train_batch_size": 8})
-    assert "the chat template reads the dataset's reasoning_effort (low: 2 rows, high: 2 rows)" in capsys.readouterr().err
+                       heldout_n=4, chat_template_kwargs={"reasoning_effort": "medium"},
+                       **{**ONE_STEP, "max_steps": 2, "num_generations": 2, "per_device_train_batch_size": 8})
+    assert ("the chat template reads the dataset's reasoning_effort (low: 2 rows, high: 2 rows): each row is rendered with "
+            "its own value, over chat_template_kwargs' reasoning_effort='medium'") in capsys.readouterr().err
     trained = Counter(tokenizer.decode(ids) for ids in trl_asked)
     # each row's 2 completions in each of 2 steps, and its greedy one in held-out evaluation before and after training
     assert set(trained) == set(renders) and set(trained.values()) == {2 * 2 + 2}
@@ -360,7 +369,7 @@ def test_a_column_the_template_reads_renders_each_row_with_its_own_value_on_ever
             greedy=False, preset="cpu-smoke")
     assert asked == renders * 3
     asked.clear()
-    generate(result.model, tokenizer, list(dataset["prompt"]), max_completion_length=2)  # prompts alone: no row, no effort
+    generate(result.model, tokenizer, list(dataset["prompt"]), max_completion_length=2)  # prompts alone: the run's effort
     assert all("Reasoning: medium" in text for text in asked)
 
     lengths = prompt_lengths(dataset, tokenizer)

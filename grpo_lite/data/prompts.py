@@ -34,6 +34,7 @@ generate, evaluate, preview, samples.jsonl), as Unsloth's trainer renders each r
 from __future__ import annotations
 
 import json
+import re
 import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -41,6 +42,7 @@ from typing import Any
 from ..errors import UserError
 from ..log import logger
 
+_GENERATION_TAG = re.compile(r"\{%-?\s*(end)?generation\s*-?%\}")  # transformers' assistant-mask tags
 FOLD_SEPARATOR = "\n\n"  # between the system text and the first user turn, as Gemma 3's template joins them
 
 _RUN_KWARGS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # tokenizer -> chat_template_kwargs of its last run
@@ -78,26 +80,32 @@ def template_kwargs(tokenizer, chat_template_kwargs: Mapping[str, Any] | None = 
 
 
 # Never a row's setting: the columns TRL gives meaning to (the names Unsloth's trainer skips too,
-# unsloth/models/rl_replacements.py, "per-sample chat_template_kwargs") and the names apply_chat_template passes itself.
+# unsloth/models/rl_replacements.py, "per-sample chat_template_kwargs") and what apply_chat_template gives the template
+# itself: its arguments, the special tokens and its functions (transformers/utils/chat_template_utils.py).
 NOT_SETTINGS = frozenset({"prompt", "chosen", "rejected", "completion", "messages", "label", "images", "image", "videos",
-                          "video", "audios", "audio", "tools", "documents", "add_generation_prompt", "continue_final_message"})
+                          "video", "audios", "audio", "tools", "documents", "add_generation_prompt", "continue_final_message",
+                          "bos_token", "eos_token", "unk_token", "pad_token", "sep_token", "cls_token", "mask_token",
+                          "raise_exception", "strftime_now"})
 
 
 def template_variables(tokenizer) -> frozenset[str]:
     """The variables ``tokenizer``'s chat template reads without setting them, asked of the template itself (jinja2's
-    ``meta.find_undeclared_variables``, parsed as transformers compiles it: transformers/utils/chat_template_utils.py,
-    ``_compile_jinja_template``)."""
-    from jinja2 import TemplateError, meta
-    from transformers.utils.chat_template_utils import _compile_jinja_template
+    ``meta.find_undeclared_variables``), parsed as transformers compiles it: with loop controls, and the
+    ``{% generation %}`` tags that mark the assistant's text (transformers/utils/chat_template_utils.py,
+    ``AssistantTracker``) read nothing. A template jinja2 cannot parse so is asked as Unsloth's trainer asks it: every
+    identifier in its text."""
+    from jinja2 import TemplateSyntaxError, meta
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
 
     template = getattr(tokenizer, "chat_template", None)
     texts = list(template.values()) if isinstance(template, Mapping) else [template] if isinstance(template, str) else []
+    environment = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
     names: set[str] = set()
     for text in texts:
         try:
-            names |= meta.find_undeclared_variables(_compile_jinja_template(text).environment.parse(text))
-        except TemplateError:  # a template that does not compile renders nothing: rendering says why
-            pass
+            names |= meta.find_undeclared_variables(environment.parse(_GENERATION_TAG.sub("", text)))
+        except TemplateSyntaxError:
+            names |= set(re.findall(r"[A-Za-z_]\w*", text))
     return frozenset(names)
 
 
