@@ -33,6 +33,7 @@ generate, evaluate, preview, samples.jsonl), as Unsloth's trainer renders each r
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import weakref
@@ -94,19 +95,21 @@ def template_variables(tokenizer) -> frozenset[str]:
     ``{% generation %}`` tags that mark the assistant's text (transformers/utils/chat_template_utils.py,
     ``AssistantTracker``) read nothing. A template jinja2 cannot parse so is asked as Unsloth's trainer asks it: every
     identifier in its text."""
+    template = getattr(tokenizer, "chat_template", None)
+    texts = list(template.values()) if isinstance(template, Mapping) else [template] if isinstance(template, str) else []
+    return frozenset(name for text in texts for name in _variables(text))
+
+
+@functools.lru_cache(maxsize=32)
+def _variables(text: str) -> frozenset[str]:
     from jinja2 import TemplateSyntaxError, meta
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-    template = getattr(tokenizer, "chat_template", None)
-    texts = list(template.values()) if isinstance(template, Mapping) else [template] if isinstance(template, str) else []
     environment = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
-    names: set[str] = set()
-    for text in texts:
-        try:
-            names |= meta.find_undeclared_variables(environment.parse(_GENERATION_TAG.sub("", text)))
-        except TemplateSyntaxError:
-            names |= set(re.findall(r"[A-Za-z_]\w*", text))
-    return frozenset(names)
+    try:
+        return frozenset(meta.find_undeclared_variables(environment.parse(_GENERATION_TAG.sub("", text))))
+    except TemplateSyntaxError:
+        return frozenset(re.findall(r"[A-Za-z_]\w*", text))
 
 
 def template_columns(tokenizer, column_names: Sequence[str]) -> list[str]:

@@ -41,7 +41,7 @@ from rewards.combine import distinct_names, name_clashes
 from rewards.extract import is_data_frame
 
 from ..data.prepare import DatasetError, as_dataset, check_prompts, prompt_lengths
-from ..data.prompts import describe_row_settings, fit_dataset, remember_template_kwargs, template_columns
+from ..data.prompts import describe_row_settings, fit_dataset, remember_template_kwargs
 from ..guards.faults import faults_reported
 from ..guards.nan import NaNStop
 from ..guards.reward_calls import GuardedReward, RewardFailureStop, guard, unlimited
@@ -374,7 +374,7 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
     ]
     trainer = _grpo_trainer(model, tokenizer, dataset, guarded, config, watchers)
     with (faults_reported(trainer), generate_with_tokenizer(trainer.model, tokenizer, config),
-          render_with_template_kwargs(trainer, tokenizer, template, template_columns(tokenizer, dataset.column_names))):
+          render_with_template_kwargs(trainer, tokenizer, template)):
         try:
             if checkpoint is not None:
                 _restore_trained_adapter(trainer.model, checkpoint)

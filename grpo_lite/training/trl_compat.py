@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from ..data.prompts import DatasetError
+from ..data.prompts import DatasetError, row_settings, template_columns
 from ..machine import stack
 from ..monitor.samples import note_row_settings
 
@@ -189,9 +189,9 @@ def _render_rows(render, conversations: list, settings: list[dict[str, Any]], ar
 
 
 @contextlib.contextmanager
-def render_with_template_kwargs(trainer, tokenizer, chat_template_kwargs: dict, columns: list[str]):
-    """While training, every prompt the trainer renders gets its row's values of the dataset ``columns`` the chat template
-    reads, over the run's ``chat_template_kwargs``, as Unsloth's trainer renders each row with its columns
+def render_with_template_kwargs(trainer, tokenizer, chat_template_kwargs: dict):
+    """While training, every prompt the trainer renders gets its row's values of the columns the chat template reads
+    (:func:`grpo_lite.data.prompts.row_settings`), over the run's ``chat_template_kwargs``, as Unsloth's trainer renders each row with its columns
     (unsloth/models/rl_replacements.py, "per-sample chat_template_kwargs").
 
     The trainer keeps only each row's prompt once it renders (TRL 1.15 renders the batch with one set of keywords,
@@ -207,6 +207,7 @@ def render_with_template_kwargs(trainer, tokenizer, chat_template_kwargs: dict, 
     the prompts it trains on are the ones grpo-lite renders (grpo_lite.data.prompts); keywords a caller passes win over
     them."""
     bound = chat_template_kwargs if chat_template_kwargs and not template_kwargs_field(chat_template_kwargs) else {}
+    columns = template_columns(tokenizer, trainer.train_dataset.column_names)
     if not (bound or columns) or "apply_chat_template" in vars(tokenizer):
         yield
         return
@@ -227,7 +228,7 @@ def render_with_template_kwargs(trainer, tokenizer, chat_template_kwargs: dict, 
         return _render_rows(render, list(conversation), settings, args, kwargs)
 
     def generate_and_score(inputs, *args, **kwargs):
-        settings = [{c: row[c] for c in columns if row.get(c) is not None} for row in inputs]
+        settings = row_settings(tokenizer, inputs)
         batch.append(_BatchRows([row.get("prompt") for row in inputs], settings))
         try:
             output = generating(inputs, *args, **kwargs)
