@@ -115,7 +115,9 @@ def _variables(text: str) -> frozenset[str]:
 def template_columns(tokenizer, column_names: Sequence[str]) -> list[str]:
     """The columns of a dataset that ``tokenizer``'s chat template reads: each row's value goes to the template with that
     row. Unsloth's trainer passes the string columns whose name appears anywhere in the template's text; those of them
-    the template does not read render nothing, so both render a row alike."""
+    the template does not read render nothing, so both render a row alike, but for a string column named as one of
+    :data:`NOT_SETTINGS` beyond the ones Unsloth skips (``tools``, ``bos_token``), which Unsloth's trainer on TRL 0.22
+    would hand the template and grpo-lite never does."""
     variables = template_variables(tokenizer)
     return [name for name in column_names if name in variables and name not in NOT_SETTINGS]
 

@@ -319,11 +319,11 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
     # TRL renders the prompt column itself: it gets the messages grpo-lite renders, a system turn kept or folded
     dataset = fit_dataset(dataset, tokenizer, template, fold_system_prompt=settings.fold_system_prompt)
     remember_template_kwargs(tokenizer, template)
-    if (per_row := describe_row_settings(tokenizer, dataset, template)) is not None:
-        logger.info(per_row)
     if ported.max_prompt_tokens is not None:
         dataset = _drop_long_prompts(dataset, tokenizer, ported.max_prompt_tokens, template)
         _check_dataset(dataset)  # none left
+    if (per_row := describe_row_settings(tokenizer, dataset, template)) is not None:  # counted over the rows trained on
+        logger.info(per_row)
     _check_one_batch(dataset, config)
     _check_sequence_length(model, tokenizer, dataset, config, template)
     heldout = settings.heldout if settings.heldout is not None and settings.heldout.data is not None else None
