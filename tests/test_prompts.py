@@ -2,6 +2,8 @@
 chat_template_kwargs in every path that asks the model something; LoRA on every linear projection of a family."""
 
 import json
+from collections import Counter
+from pathlib import Path
 
 import pytest
 import yaml
@@ -418,3 +420,84 @@ def test_samples_keep_their_rows_chat_prompt_while_the_template_renders_a_new_da
         assert len({json.dumps(row["prompt"]) for row in samples if row["step"] == step}) == 1
     rescored = rescore_run(tmp_path / "run", ["numeric_correctness_reward"], ROWS)  # each found in the data by its question
     assert len(rescored.rows) == len(samples) and rescored.ok
+
+
+GPT_OSS_TEMPLATE = (Path(__file__).parent / "data" / "chat_templates" / "gpt-oss.jinja").read_text()
+# two rows of one question with different efforts: only the row, not the prompt, says which effort it is asked with
+EFFORT_ROWS = [{"question": f"What is {i // 2} + 1?", "answer": str(i // 2 + 1), "reasoning_effort": effort}
+               for i, effort in enumerate(["low", "high", "high", "low"])]
+
+
+@pytest.fixture(scope="module")
+def gpt_oss_dir(tmp_path_factory):
+    from grpo_lite.model.tiny import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("gpt-oss-template"), chat_template=GPT_OSS_TEMPLATE)
+
+
+def test_the_columns_the_template_reads_are_asked_of_the_template_and_a_rows_value_wins(gpt_oss_dir):
+    from grpo_lite.data.prompts import describe_row_settings, row_template_kwargs, template_columns
+
+    _, tokenizer = load_model(str(gpt_oss_dir), lora_rank=4)
+    # "answer" appears nowhere as a variable; "tools" and "messages" are apply_chat_template's own
+    assert template_columns(tokenizer, ["prompt", "answer", "reasoning_effort", "tools", "messages", "model_identity"]) == [
+        "reasoning_effort", "model_identity"]
+    rows = [{"prompt": "a", "reasoning_effort": "low"}, {"prompt": "b", "reasoning_effort": None}]  # None: the row has none
+    assert row_template_kwargs(tokenizer, rows, {"reasoning_effort": "high", "model_identity": "tiny"}) == [
+        {"reasoning_effort": "low", "model_identity": "tiny"}, {"reasoning_effort": "high", "model_identity": "tiny"}]
+    assert describe_row_settings(tokenizer, rows, {"reasoning_effort": "high"}) == (
+        "the chat template reads the dataset's reasoning_effort (low: 1 row): each row is rendered with its own value, over "
+        "chat_template_kwargs' reasoning_effort='high' (which holds for the rows without one)")
+    assert describe_row_settings(tokenizer, [{"prompt": "a", "answer": "4"}]) is None
+
+
+def test_a_column_the_template_reads_renders_each_row_with_its_own_value_on_every_path(gpt_oss_dir, tmp_path, monkeypatch,
+                                                                                      capsys):
+    """gpt-oss's reasoning_effort per row, as Unsloth's gpt-oss notebook gives it: TRL's training prompts, held-out
+    evaluation, the length checks, generate, evaluate, preview and samples.jsonl each render a row with its own effort
+    over the run's "medium" (the template's default too), and the run says so when it starts."""
+    from grpo_lite.data.prepare import prompt_lengths
+    from grpo_lite.monitor.samples import question_of, read_samples
+
+    model, tokenizer = load_model(str(gpt_oss_dir), lora_rank=4)
+    dataset = prepare_dataset(EFFORT_ROWS, tokenizer=tokenizer)
+    renders = [tokenizer.decode(prompt_token_ids(tokenizer, row["prompt"], {"reasoning_effort": row["reasoning_effort"]}))
+               for row in dataset]
+    assert [f"Reasoning: {row['reasoning_effort']}" in text for row, text in zip(EFFORT_ROWS, renders)] == [True] * 4
+    asked: list[str] = []  # every text generate, evaluate and preview (and held-out evaluation) give the model
+    real_sample = inference._transformers_sample
+    monkeypatch.setattr(inference, "_transformers_sample", lambda model, tokenizer, texts, **options: (
+        asked.extend(texts), real_sample(model, tokenizer, texts, **options))[1])
+    capsys.readouterr()
+
+    with prompts_trl_generates_from(model) as trl_asked:  # each step's batch holds every row: all four in one render
+        result = train(model, tokenizer, dataset, [characters_reward], output_dir=tmp_path / "run", heldout=dataset,
+                       heldout_n=4, chat_template_kwargs={"reasoning_effort": "medium"},
+                       **{**ONE_STEP, "max_steps": 2, "num_generations": 2, "per_device_train_batch_size": 8})
+    assert ("the chat template reads the dataset's reasoning_effort (low: 2 rows, high: 2 rows): each row is rendered with "
+            "its own value, over chat_template_kwargs' reasoning_effort='medium'") in capsys.readouterr().err
+    trained = Counter(tokenizer.decode(ids) for ids in trl_asked)
+    # each row's 2 completions in each of 2 steps, and its greedy one in held-out evaluation before and after training
+    assert set(trained) == set(renders) and set(trained.values()) == {2 * 2 + 2}
+    assert asked == renders * 2  # held-out evaluation before and after training
+
+    samples = read_samples(tmp_path / "run")
+    assert Counter((question_of(s["prompt"]), s["template_columns"]["reasoning_effort"]) for s in samples) == Counter(
+        {(f"What is {row['question'][8]} + 1?", row["reasoning_effort"]): 2 * 2 for row in EFFORT_ROWS})
+    assert all(isinstance(s["prompt"], list) for s in samples)  # mapped back to the row's chat prompt on every TRL
+
+    asked.clear()
+    generate(result.model, tokenizer, dataset, max_completion_length=2)
+    evaluate(result.model, tokenizer, dataset, max_completion_length=2, progress=None)
+    preview(result.model, tokenizer, dataset, [characters_reward], n_prompts=4, num_generations=2, max_completion_length=2,
+            greedy=False, preset="cpu-smoke")
+    assert asked == renders * 3
+    asked.clear()
+    generate(result.model, tokenizer, list(dataset["prompt"]), max_completion_length=2)  # prompts alone: the run's effort
+    assert all("Reasoning: medium" in text for text in asked)
+
+    lengths = prompt_lengths(dataset, tokenizer)
+    assert lengths == [len(tokenizer(text, add_special_tokens=False)["input_ids"]) for text in renders]
+    model, tokenizer = load_model(str(gpt_oss_dir), lora_rank=4, max_seq_length=max(lengths) + ONE_STEP["max_completion_length"] - 1)
+    with pytest.raises(ConfigError, match=rf"the longest prompt \({max(lengths)} tokens\)"):  # "medium" is longer than "high"
+        train(model, tokenizer, dataset, [characters_reward], output_dir=tmp_path / "long", **ONE_STEP)

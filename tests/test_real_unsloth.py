@@ -343,3 +343,43 @@ def test_training_generates_through_unsloths_vllm_path_with_the_lora_and_samplin
     assert done["lora_dirs"] == (["grpo_trainer_lora_model"] if Version(trl_version) < Version("0.28") else ["vllm_gen_lora"])
     assert any(m["reward_std"] > 0 for m in steps) and done["moved"] > 0  # real completions, varied rewards, weights moved
     assert any(text.endswith(stop) for text in done["completions"])  # vLLM stopped at the user's stop string
+
+
+def test_each_row_is_rendered_with_its_own_template_column_once_under_unsloths_trainer(tmp_path):
+    # rl_replacements.py, "per-sample chat_template_kwargs": the generated trainer takes each row's string columns named
+    # in the template; on TRL 1.15 it renders the batch with TRL's one set of keywords all the same (_tokenize_prompts),
+    # so grpo-lite renders each row with its own, once, under Unsloth's trainer as under TRL's.
+    from grpo_lite.model.tiny import build_tiny_model
+
+    template = (ROOT / "tests" / "data" / "chat_templates" / "gpt-oss.jinja").read_text()
+    model_dir = build_tiny_model(tmp_path / "gpt-oss-template", chat_template=template)
+    done = run_script(f"""
+        import trl
+        from collections import Counter
+        from grpo_lite import load_model, prepare_dataset, train
+        from grpo_lite.data.prompts import prompt_token_ids
+        assert trl.GRPOTrainer.__name__ == "UnslothGRPOTrainer", trl.GRPOTrainer
+
+        model, tokenizer = load_model({str(model_dir)!r}, backend="transformers", load_in_4bit=False, lora_rank=4)
+        rows = [{{"question": f"What is {{i // 2}} + 1?", "answer": str(i // 2 + 1), "reasoning_effort": effort}}
+                for i, effort in enumerate(["low", "high", "high", "low"])]
+        dataset = prepare_dataset(rows, tokenizer=tokenizer)
+        asked, real = [], model.generate
+
+        def recording(*args, **kwargs):
+            for ids, mask in zip(kwargs["input_ids"], kwargs["attention_mask"]):
+                asked.append(tokenizer.decode(ids[mask.bool()].tolist()))
+            return real(*args, **kwargs)
+
+        model.generate = recording
+        run = train(model, tokenizer, dataset, "soft_xml_format_reward", preset="cpu-smoke", output_dir="run",
+                    dashboard=False, max_steps=2, num_generations=2, per_device_train_batch_size=8, beta=0.0,
+                    max_completion_length=4)
+        renders = [tokenizer.decode(prompt_token_ids(tokenizer, row["prompt"], {{"reasoning_effort": row["reasoning_effort"]}}))
+                   for row in dataset]
+        result({{"trainer": type(run.trainer).__name__, "asked": Counter(asked), "renders": renders}})
+    """, tmp_path)
+    assert done["trainer"] == "UnslothGRPOTrainer"
+    assert [("Reasoning: low" in text, "Reasoning: high" in text) for text in done["renders"]] == [
+        (True, False), (False, True), (False, True), (True, False)]
+    assert set(done["asked"]) == set(done["renders"]) and set(done["asked"].values()) == {2 * 2}

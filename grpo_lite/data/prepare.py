@@ -38,7 +38,7 @@ from rewards.extract import gold_text, is_data_frame, is_missing
 
 from ..log import logger
 from ..shapes import Declared, Flag, Shape, Text, Whole, check, optional
-from .prompts import DatasetError, ends_in_prefill, fit_dataset, is_chat, prompt_token_ids, text_messages
+from .prompts import DatasetError, ends_in_prefill, fit_dataset, is_chat, prompt_token_ids, row_template_kwargs, text_messages
 
 REASONING_SYSTEM_PROMPT = (
     "Respond in the following format:\n"
@@ -523,8 +523,10 @@ def rows_within(lengths: list[int], limit: int, setting: str) -> list[int]:
 
 
 def prompt_lengths(dataset, tokenizer, chat_template_kwargs: dict[str, Any] | None = None) -> list[int]:
-    """Token count of each row's prompt as training renders it (grpo_lite.data.prompts), generation prompt included."""
-    return [len(prompt_token_ids(tokenizer, prompt, chat_template_kwargs)) for prompt in dataset["prompt"]]
+    """Token count of each row's prompt as training renders it (grpo_lite.data.prompts), generation prompt included, with
+    the row's own values of the columns the chat template reads."""
+    return [len(prompt_token_ids(tokenizer, prompt, kwargs))
+            for prompt, kwargs in zip(dataset["prompt"], row_template_kwargs(tokenizer, dataset, chat_template_kwargs))]
 
 
 def describe_lengths(lengths: list[int]) -> str:

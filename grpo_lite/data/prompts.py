@@ -29,12 +29,19 @@ per tokenizer; with ``fold_system_prompt=False`` the prompt is refused with a :c
 template's rule and the fix. A template that writes a system text of its own into a prompt without one (SmolLM2's
 and SmolLM3's default instructions, Qwen2.5's "You are Qwen"), where a system prompt given would take its place, is
 said once per tokenizer, with that text.
+
+A dataset column the chat template reads (gpt-oss's ``reasoning_effort``: "low" in one row, "high" in the next) is that
+row's setting: :func:`row_template_kwargs` gives each row the run's ``chat_template_kwargs`` with the row's values over
+them, and every path renders the row with its own (training through grpo_lite/training/trl_compat.py, the length checks,
+generate, evaluate, preview, samples.jsonl), as Unsloth's trainer renders each row with its columns.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import re
 import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -43,6 +50,7 @@ from ..errors import UserError
 from ..log import logger
 
 SYSTEM_MARKER = "\u27e6grpo-lite system prompt {}\u27e7"  # in place of a system text, to see what a template does with it
+_GENERATION_TAG = re.compile(r"\{%-?\s*(end)?generation\s*-?%\}")  # transformers' assistant-mask tags
 FOLD_SEPARATOR = "\n\n"  # between the system text and the first user turn, as Gemma 3's template joins them
 
 _RUN_KWARGS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # tokenizer -> chat_template_kwargs of its last run
@@ -77,6 +85,91 @@ def template_kwargs(tokenizer, chat_template_kwargs: Mapping[str, Any] | None = 
         return dict(_RUN_KWARGS.get(tokenizer) or {})
     except TypeError:
         return {}
+
+
+# Never a row's setting: the columns TRL gives meaning to (the names Unsloth's trainer skips too,
+# unsloth/models/rl_replacements.py, "per-sample chat_template_kwargs") and what apply_chat_template gives the template
+# itself: its arguments, the special tokens and its functions (transformers/utils/chat_template_utils.py).
+NOT_SETTINGS = frozenset({"prompt", "chosen", "rejected", "completion", "messages", "label", "images", "image", "videos",
+                          "video", "audios", "audio", "tools", "documents", "add_generation_prompt", "continue_final_message",
+                          "bos_token", "eos_token", "unk_token", "pad_token", "sep_token", "cls_token", "mask_token",
+                          "raise_exception", "strftime_now"})
+
+
+def template_variables(tokenizer) -> frozenset[str]:
+    """The variables ``tokenizer``'s chat template reads without setting them, asked of the template itself (jinja2's
+    ``meta.find_undeclared_variables``), parsed as transformers compiles it: with loop controls, and the
+    ``{% generation %}`` tags that mark the assistant's text (transformers/utils/chat_template_utils.py,
+    ``AssistantTracker``) read nothing. A template jinja2 cannot parse so is asked as Unsloth's trainer asks it: every
+    identifier in its text."""
+    template = getattr(tokenizer, "chat_template", None)
+    texts = list(template.values()) if isinstance(template, Mapping) else [template] if isinstance(template, str) else []
+    return frozenset(name for text in texts for name in _variables(text))
+
+
+@functools.lru_cache(maxsize=32)
+def _variables(text: str) -> frozenset[str]:
+    from jinja2 import TemplateSyntaxError, meta
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    environment = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
+    try:
+        return frozenset(meta.find_undeclared_variables(environment.parse(_GENERATION_TAG.sub("", text))))
+    except TemplateSyntaxError:
+        return frozenset(re.findall(r"[A-Za-z_]\w*", text))
+
+
+def template_columns(tokenizer, column_names: Sequence[str]) -> list[str]:
+    """The columns of a dataset that ``tokenizer``'s chat template reads: each row's value goes to the template with that
+    row. Unsloth's trainer passes the string columns whose name appears anywhere in the template's text; those of them
+    the template does not read render nothing, so both render a row alike, but for a string column named as one of
+    :data:`NOT_SETTINGS` beyond the ones Unsloth skips (``tools``, ``bos_token``), which Unsloth's trainer on TRL 0.22
+    would hand the template and grpo-lite never does."""
+    variables = template_variables(tokenizer)
+    return [name for name in column_names if name in variables and name not in NOT_SETTINGS]
+
+
+def row_settings(tokenizer, rows) -> list[dict[str, Any]]:
+    """Each row's values of the columns the chat template reads (a row's missing value, None, is no setting): ``rows`` a
+    dataset or a list of row mappings."""
+    names = list(rows.column_names) if hasattr(rows, "column_names") else list(dict.fromkeys(k for row in rows for k in row))
+    columns = template_columns(tokenizer, names)
+    if not columns:
+        return [{} for _ in range(len(rows))]
+    values = {c: list(rows[c]) for c in columns} if hasattr(rows, "column_names") else {c: [r.get(c) for r in rows] for c in columns}
+    return [{c: values[c][i] for c in columns if values[c][i] is not None} for i in range(len(rows))]
+
+
+def row_template_kwargs(tokenizer, rows, chat_template_kwargs: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The chat template's keyword arguments for each row: :func:`template_kwargs`, with the row's own values of the
+    columns the template reads over them (:func:`row_settings`)."""
+    run = template_kwargs(tokenizer, chat_template_kwargs)
+    return [{**run, **own} for own in row_settings(tokenizer, rows)]
+
+
+def describe_row_settings(tokenizer, rows, chat_template_kwargs: Mapping[str, Any] | None = None) -> str | None:
+    """One line naming the columns the chat template reads per row and how many rows hold each value (None: no such
+    column), and which of the run's ``chat_template_kwargs`` they override.
+
+    Counted over a dataset whose ``reasoning_effort`` is "low" in 1000 rows: ``reasoning_effort (low: 1000 rows)``."""
+    settings = row_settings(tokenizer, rows)
+    columns = list(dict.fromkeys(c for own in settings for c in own))
+    if not columns:
+        return None
+    parts = []
+    for column in columns:
+        counts: dict[str, int] = {}
+        for own in settings:
+            if column in own:
+                value = own[column] if isinstance(own[column], str) else repr(own[column])
+                counts[value] = counts.get(value, 0) + 1
+        parts.append(f"{column} ({', '.join(f'{value}: {n} row' + 's' * (n > 1) for value, n in counts.items())})")
+    line = f"the chat template reads the dataset's {', '.join(parts)}: each row is rendered with its own value"
+    overridden = [c for c in columns if c in (chat_template_kwargs or {})]
+    if overridden:
+        line += (f", over chat_template_kwargs' {', '.join(f'{c}={chat_template_kwargs[c]!r}' for c in overridden)} "
+                 "(which holds for the rows without one)")
+    return line
 
 
 def text_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -297,12 +390,13 @@ def prompt_token_ids(tokenizer, prompt: str | Sequence[Mapping[str, Any]], chat_
 
 def fit_dataset(dataset, tokenizer, chat_template_kwargs: Mapping[str, Any] | None = None, *, fold_system_prompt: bool = True):
     """``dataset`` with each chat prompt as :func:`chat_messages` gives it, for a trainer that renders the ``prompt``
-    column itself (TRL's): a system turn the template cannot render is folded (said) or refused, never dropped."""
+    column itself (TRL's): a system turn the template cannot render is folded (said) or refused, never dropped. Each row is
+    judged as it is rendered, with its own settings (:func:`row_template_kwargs`)."""
     if "prompt" not in dataset.column_names:
         return dataset
     prompts = list(dataset["prompt"])
-    fitted = [chat_messages(tokenizer, p, chat_template_kwargs, fold_system_prompt=fold_system_prompt) if is_chat(p) else p
-              for p in prompts]
+    fitted = [chat_messages(tokenizer, p, kwargs, fold_system_prompt=fold_system_prompt) if is_chat(p) else p
+              for p, kwargs in zip(prompts, row_template_kwargs(tokenizer, dataset, chat_template_kwargs))]
     if fitted == prompts:
         return dataset
     return dataset.map(lambda row, index: {"prompt": fitted[index]}, with_indices=True)

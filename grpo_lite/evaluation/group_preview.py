@@ -306,7 +306,7 @@ def preview(
     ``reward_weights``, ...); ``max_completion_length`` defaults to the preset's. With
     ``greedy``, one greedy completion per prompt gives the greedy accuracy pass@k is compared with. Prompts are rendered
     as training renders them, with ``chat_template_kwargs`` (``None``: those the last ``train()`` with this tokenizer
-    used; see :func:`grpo_lite.generate`).
+    used; see :func:`grpo_lite.generate`) and each row's own values of the columns the chat template reads over them.
 
     Example::
 
@@ -327,19 +327,18 @@ def preview(
     if max_completion_length is not None:
         settings["max_completion_length"] = max_completion_length
     chosen = [dict(row) for row in dataset.select(range(min(n_prompts, len(dataset))))]
-    prompts = [row["prompt"] for row in chosen]
     options = dict(max_completion_length=settings["max_completion_length"], batch_size=batch_size,
                    chat_template_kwargs=chat_template_kwargs)
     with torch.random.fork_rng():  # seeded, and the caller's random stream left as it was
         torch.manual_seed(seed)
-        completions = sample(model, tokenizer, prompts, do_sample=True, num_return_sequences=num_generations,
+        completions = sample(model, tokenizer, chosen, do_sample=True, num_return_sequences=num_generations,
                              temperature=settings["temperature"], top_p=settings["top_p"], top_k=settings["top_k"],
                              min_p=settings["min_p"], repetition_penalty=settings["repetition_penalty"], **options)
     rows, groups = [], []
     for g, row in enumerate(chosen):
         groups.append(list(range(len(rows), len(rows) + num_generations)))
         rows += [_lab_row(row, c) for c in completions[g * num_generations:(g + 1) * num_generations]]
-    greedy_rows = [_lab_row(row, c) for row, c in zip(chosen, sample(model, tokenizer, prompts, **options))] if greedy else []
+    greedy_rows = [_lab_row(row, c) for row, c in zip(chosen, sample(model, tokenizer, chosen, **options))] if greedy else []
     return _report(rows, groups, completions, rewards, settings, greedy_rows)
 
 

@@ -205,7 +205,8 @@ def evaluate(
     Accuracy and format rate use one greedy completion per row; ``heldout_samples > 1`` also draws that many
     completions at ``temperature`` (seeded by ``seed``) for pass@k. ``progress`` labels the progress bars over
     the prompts (None: no bars). Prompts are rendered as training renders them, with ``chat_template_kwargs`` (``None``:
-    those the last ``train()`` with this tokenizer used; see :func:`grpo_lite.generate`).
+    those the last ``train()`` with this tokenizer used; see :func:`grpo_lite.generate`) and each row's own values of
+    the columns the chat template reads over them.
     """
     import torch
 
@@ -217,15 +218,14 @@ def evaluate(
         raise DatasetError("evaluate: the dataset is empty (or heldout_n=0); pass at least one row")
     if "prompt" not in rows[0]:
         raise DatasetError("evaluate: the dataset has no 'prompt' column; build it with grpo_lite.prepare_dataset")
-    prompts = [row["prompt"] for row in rows]
     options = dict(max_completion_length=max_completion_length, batch_size=batch_size, chat_template_kwargs=chat_template_kwargs)
     label = (lambda what: f"{progress}: {what}") if progress is not None else (lambda what: None)
-    greedy = sample(model, tokenizer, prompts, progress=label("greedy"), **options)
+    greedy = sample(model, tokenizer, rows, progress=label("greedy"), **options)
     sampled = None
     if heldout_samples > 1:
         with torch.random.fork_rng():  # seeded, and the caller's random stream (a training run's) left as it was
             torch.manual_seed(seed)
-            flat = sample(model, tokenizer, prompts, do_sample=True, temperature=temperature,
+            flat = sample(model, tokenizer, rows, do_sample=True, temperature=temperature,
                             num_return_sequences=heldout_samples, progress=label(f"{heldout_samples} samples each"), **options)
         sampled = [flat[i * heldout_samples : (i + 1) * heldout_samples] for i in range(len(rows))]
     return score(rows, greedy, rewards, sampled=sampled, correctness=correctness, format_reward=format_reward)

@@ -8,29 +8,34 @@ present because it is many times faster than transformers' ``generate``. Otherwi
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from ..data.prompts import DatasetError, is_chat, render_prompt, template_kwargs
+from ..data.prompts import DatasetError, is_chat, render_prompt, row_settings, template_kwargs
 from ..machine import stack
 from ..run.settings import ConfigError
 
 
-def _prompt_texts(tokenizer, prompts_or_messages: Sequence[Any], chat_template_kwargs: dict[str, Any] | None) -> list[str]:
+def _prompt_texts(tokenizer, prompts_or_rows: Sequence[Any], chat_template_kwargs: dict[str, Any] | None) -> list[str]:
     """Chat message lists rendered as training renders them (grpo_lite.data.prompts), ready for the assistant's turn;
-    strings stay as they are."""
+    strings stay as they are. A dataset row (a mapping with a ``prompt``) is rendered with its own values of the columns
+    the chat template reads over ``chat_template_kwargs``, as training renders it."""
     kwargs = template_kwargs(tokenizer, chat_template_kwargs)
+    own = iter(row_settings(tokenizer, [item for item in prompts_or_rows if isinstance(item, Mapping)]))
     texts = []
-    for i, item in enumerate(prompts_or_messages):
-        if isinstance(item, str) or is_chat(item):
+    for i, item in enumerate(prompts_or_rows):
+        if isinstance(item, Mapping) and "prompt" in item:
+            texts.append(render_prompt(tokenizer, item["prompt"], {**kwargs, **next(own)}))
+        elif isinstance(item, str) or is_chat(item):
             texts.append(render_prompt(tokenizer, item, kwargs))
         else:
             raise DatasetError(
-                f"generate: prompt {i} is a {type(item).__name__}; pass a string or a list of chat messages "
-                "like [{'role': 'user', 'content': '...'}]"
+                f"generate: prompt {i} is a {type(item).__name__}{' with no prompt' if isinstance(item, Mapping) else ''}; "
+                "pass a string, a list of chat messages like [{'role': 'user', 'content': '...'}], or dataset rows "
+                "with a 'prompt'"
             )
     return texts
 
@@ -166,6 +171,8 @@ def sample(
     """
     if isinstance(prompts_or_messages, str):
         prompts_or_messages = [prompts_or_messages]
+    elif hasattr(prompts_or_messages, "column_names"):  # a dataset: its rows
+        prompts_or_messages = list(prompts_or_messages)
     if num_return_sequences > 1 and not do_sample:
         raise ConfigError("generate: num_return_sequences > 1 gives identical greedy copies; pass do_sample=True")
     if adapter not in (True, False):
@@ -222,7 +229,11 @@ def generate(
     ``progress``: a label to show a progress bar over the prompts under. Chat prompts are rendered as training renders
     them (grpo_lite.data.prompts): a system turn the template cannot render is folded into the first user turn, and
     ``chat_template_kwargs`` (Qwen3's ``{"enable_thinking": False}``) go to the chat template; ``None``: those the last
-    ``train()`` with this tokenizer used, so the model is asked what it trained on.
+    ``train()`` with this tokenizer used, so the model is asked what it trained on. Dataset rows (a dataset, or mappings
+    with a ``prompt``) are rendered each with its own values of the columns the chat template reads over those, as
+    training renders them (gpt-oss's ``reasoning_effort`` per row)::
+
+        generate(model, tokenizer, dataset.select(range(4)))
     """
     completions = sample(model, tokenizer, prompts_or_messages, max_completion_length=max_completion_length, do_sample=do_sample,
                          temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p, repetition_penalty=repetition_penalty,

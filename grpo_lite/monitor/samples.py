@@ -2,7 +2,9 @@
 
 One line per completion of each logged step, from GRPOTrainer's own record of the batch: ``step``,
 ``prompt`` (as the trainer got it: chat messages or a string), ``completion``, ``rewards`` (name -> score, null where a reward did not apply), ``total`` and
-``advantage``. The file is bounded: past ``max_rows`` it keeps the newest half.
+``advantage``; in a run whose dataset has columns the chat template reads (gpt-oss's ``reasoning_effort``),
+``template_columns``: the row's values the prompt was rendered with. The file is bounded: past ``max_rows`` it keeps the
+newest half.
 
 A row is a copy of the batch as scored, taken when the step is logged: the rewards scored copies of their own
 (grpo_lite.guards.reward_calls), and nothing that reads or edits a row afterwards (a callback, the dashboard) reaches the
@@ -81,6 +83,15 @@ def keep_prompts_as_given(trainer) -> None:
     trainer._generate_and_score_completions = generate_and_score_keeping_prompts
     _GIVEN_PROMPTS[trainer] = given
 
+_ROW_SETTINGS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # trainer -> the settings of its logged prompts
+
+
+def note_row_settings(trainer, settings: list[dict[str, Any]]) -> None:
+    """The values of the columns the chat template reads that each prompt of the trainer's latest generation batch was
+    rendered with, in the order the trainer logs the prompts (``trainer._logs``, kept for one generation batch)."""
+    logged = getattr(trainer, "_logs", {}).get("prompt")
+    _ROW_SETTINGS.setdefault(trainer, deque(maxlen=getattr(logged, "maxlen", None))).extend(settings)
+
 
 def prompts_as_given(trainer, logged: list) -> list:
     """The trainer's logged prompts as the dataset gave them: as logged from TRL 1.15, else the prompts
@@ -102,6 +113,7 @@ def batch_samples(trainer, step: int) -> list[dict[str, Any]]:
     scores = {name: list(values)[-n:] for name, values in logs["rewards"].items()}
     weights = getattr(trainer, "reward_weights", None)
     weights = [float(w) for w in weights] if weights is not None else [1.0] * len(scores)
+    settings = list(_ROW_SETTINGS.get(trainer, ()))[-n:]
     rows = []
     for i in range(n):
         rewards = {name: _score(values[i]) for name, values in scores.items()}
@@ -113,6 +125,8 @@ def batch_samples(trainer, step: int) -> list[dict[str, Any]]:
             "total": weighted_total(list(rewards.values()), weights),
             "advantage": _score(advantages[i]) if i < len(advantages) else None,
         })
+        if len(settings) == n:
+            rows[-1]["template_columns"] = private_copy(settings[i])
     return rows
 
 

@@ -41,7 +41,7 @@ from rewards.combine import distinct_names, name_clashes
 from rewards.extract import is_data_frame
 
 from ..data.prepare import DatasetError, as_dataset, check_prompts, prompt_lengths, rows_within
-from ..data.prompts import fit_dataset, prompt_token_ids, remember_template_kwargs
+from ..data.prompts import describe_row_settings, fit_dataset, remember_template_kwargs
 from ..guards.faults import faults_reported
 from ..guards.nan import NaNStop
 from ..guards.reward_calls import GuardedReward, RewardFailureStop, guard, unlimited
@@ -191,7 +191,7 @@ def _check_sequence_length(model, tokenizer, dataset, config, chat_template_kwar
     limit = getattr(model, "max_seq_length", None)
     if not isinstance(limit, int) or "prompt" not in dataset.column_names:
         return
-    longest = max((len(prompt_token_ids(tokenizer, prompt, chat_template_kwargs)) for prompt in dataset["prompt"]), default=0)
+    longest = max(prompt_lengths(dataset, tokenizer, chat_template_kwargs), default=0)
     if getattr(config, "max_prompt_length", None):  # a TRL that still has it cuts longer prompts to it
         longest = min(longest, config.max_prompt_length)
     if longest + config.max_completion_length > limit:
@@ -282,8 +282,10 @@ def train(
     like a crash, and three failures in a row stop the run (docs/faults.md). ``chat_template_kwargs`` go to the chat
     template wherever a prompt is rendered: TRL's training prompts (GRPOConfig's field of that name), the length
     checks, held-out evaluation, and ``generate``/``evaluate``/``preview`` with this tokenizer afterwards (Qwen3's
-    ``{"enable_thinking": False}``). A system prompt the chat template rejects or drops (Gemma 2, Mistral v0.1,
-    Phi-3-mini) is folded into the first user turn, said once; ``fold_system_prompt=False`` refuses the data instead.
+    ``{"enable_thinking": False}``); a dataset column the chat template reads (gpt-oss's ``reasoning_effort``) is that
+    row's setting, over them, in every one of those renders and in samples.jsonl, said when the run starts. A system
+    prompt the chat template rejects or drops (Gemma 2, Mistral v0.1, Phi-3-mini) is folded into the first user turn, said
+    once; ``fold_system_prompt=False`` refuses the data instead.
     """
     loaded = loaded_as(model)
     settings = RunSettings(
@@ -346,6 +348,8 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
         dataset = _drop_long_prompts(dataset, tokenizer, ported.max_prompt_tokens, template)
     elif getattr(config, "max_prompt_length", None):
         _say_cut_prompts(dataset, tokenizer, config.max_prompt_length, template)
+    if (per_row := describe_row_settings(tokenizer, dataset, template)) is not None:  # counted over the rows trained on
+        logger.info(per_row)
     _check_one_batch(dataset, config)
     _check_sequence_length(model, tokenizer, dataset, config, template)
     heldout = settings.heldout if settings.heldout is not None and settings.heldout.data is not None else None
@@ -396,7 +400,7 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
     ]
     trainer = _grpo_trainer(model, tokenizer, dataset, guarded, config, watchers)
     with (faults_reported(trainer), generate_with_tokenizer(trainer.model, tokenizer, config),
-          render_with_template_kwargs(tokenizer, template)):
+          render_with_template_kwargs(trainer, tokenizer, template)):
         try:
             if checkpoint is not None:
                 _restore_trained_adapter(trainer.model, checkpoint)

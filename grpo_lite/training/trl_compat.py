@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
+from typing import Any
 
 import torch
 
+from ..data.prompts import DatasetError, row_settings, template_columns
 from ..machine import stack
+from ..monitor.samples import note_row_settings
 
 
 class TorchLogProbFunction:
@@ -129,18 +132,117 @@ def template_kwargs_field(chat_template_kwargs: dict) -> dict:
     return {"chat_template_kwargs": chat_template_kwargs} if chat_template_kwargs and stack.has_config_field("chat_template_kwargs") else {}
 
 
+class _BatchRows:
+    """The prompts of the batch the trainer is generating for, each with its row's settings (the values of the columns
+    the chat template reads), found again by the conversations the trainer renders."""
+
+    def __init__(self, prompts: list, settings: list[dict[str, Any]]):
+        self.prompts = prompts
+        self.settings = settings
+        self.next = 0
+
+    def settings_for(self, conversations: list) -> list[dict[str, Any]] | None:
+        """Each conversation's row settings, the rows taken in batch order from where the last render stopped: TRL
+        renders the batch at once (1.x) or one prompt after the other (0.22); None when one is no prompt of the batch."""
+        found, position, count = [], self.next, len(self.prompts)
+        for conversation in conversations:
+            index = next((i % count for i in range(position, position + count) if self.prompts[i % count] == conversation), None)
+            if index is None:
+                return None
+            found.append(self.settings[index])
+            position = index + 1
+        self.next = position % count
+        return found
+
+
+def _render_rows(render, conversations: list, settings: list[dict[str, Any]], args, kwargs):
+    """``render`` (the tokenizer's apply_chat_template) of a batch of conversations, each with its row's settings over
+    ``kwargs``: the rows of one setting rendered together, their outputs (texts, or ``input_ids`` and the other per-row
+    lists) put back in batch order."""
+    from transformers import BatchEncoding
+
+    groups: list[tuple[dict[str, Any], list[int]]] = []
+    for index, own in enumerate(settings):
+        group = next((g for g in groups if g[0] == own), None)
+        if group is None:
+            groups.append(group := (own, []))
+        group[1].append(index)
+    if len(groups) == 1:
+        return render(conversations, *args, **{**kwargs, **groups[0][0]})
+    placed: dict[str, list] | list = [None] * len(conversations)
+    for own, indices in groups:
+        output = render([conversations[i] for i in indices], *args, **{**kwargs, **own})
+        if isinstance(output, list):
+            for i, value in zip(indices, output):
+                placed[i] = value
+            continue
+        if isinstance(placed, list):
+            placed = {}
+        for key, values in output.items():
+            if not isinstance(values, list) or len(values) != len(indices):
+                raise DatasetError(f"the dataset's columns the chat template reads are rendered per row for text prompts "
+                                   f"returned as lists; this render returns {key} as a {type(values).__name__}")
+            column = placed.setdefault(key, [None] * len(conversations))
+            for i, value in zip(indices, values):
+                column[i] = value
+    return placed if isinstance(placed, list) else BatchEncoding(placed)
+
+
 @contextlib.contextmanager
-def render_with_template_kwargs(tokenizer, chat_template_kwargs: dict):
-    """While training, the tokenizer's chat template gets the run's ``chat_template_kwargs`` where the installed TRL
-    has no field to take them: before TRL 0.25 the trainer renders each prompt with ``tokenizer.apply_chat_template``
-    and no keywords (trl/data_utils.py, maybe_apply_chat_template), so they are bound on this tokenizer for the run,
-    and the prompts it trains on are the ones grpo-lite renders (grpo_lite.data.prompts). Keywords a caller passes
-    still win. Nothing changes where GRPOConfig takes them."""
-    if not chat_template_kwargs or template_kwargs_field(chat_template_kwargs) or "apply_chat_template" in vars(tokenizer):
+def render_with_template_kwargs(trainer, tokenizer, chat_template_kwargs: dict):
+    """While training, every prompt the trainer renders gets its row's values of the columns the chat template reads
+    (:func:`grpo_lite.data.prompts.row_settings`), over the run's ``chat_template_kwargs``, as Unsloth's trainer renders each row with its columns
+    (unsloth/models/rl_replacements.py, "per-sample chat_template_kwargs").
+
+    The trainer keeps only each row's prompt once it renders (TRL 1.15 renders the batch with one set of keywords,
+    trl/trainer/grpo_trainer.py ``_tokenize_prompts``; TRL 0.22 each prompt with none, trl/data_utils.py
+    ``maybe_apply_chat_template``), so the rows are taken where the batch still has its columns (the trainer's
+    ``_generate_and_score_completions``) and the tokenizer's ``apply_chat_template`` renders each of their conversations
+    with its row's values. A row's values win over the keywords the trainer passes: TRL 1.15 passes the run's
+    ``chat_template_kwargs``, Unsloth's trainer on TRL 0.22 the same row values. Unsloth's on TRL 1.15 takes them from the
+    rows but renders the batch with TRL's one set, so here they are applied once in every case. The rows' values are
+    noted for samples.jsonl (:func:`grpo_lite.monitor.samples.note_row_settings`).
+
+    Where GRPOConfig has no ``chat_template_kwargs`` field (before TRL 0.25) the run's are bound on the tokenizer too, and
+    the prompts it trains on are the ones grpo-lite renders (grpo_lite.data.prompts); keywords a caller passes win over
+    them."""
+    bound = chat_template_kwargs if chat_template_kwargs and not template_kwargs_field(chat_template_kwargs) else {}
+    columns = template_columns(tokenizer, trainer.train_dataset.column_names)
+    if not (bound or columns) or "apply_chat_template" in vars(tokenizer):
         yield
         return
-    tokenizer.apply_chat_template = functools.partial(tokenizer.apply_chat_template, **chat_template_kwargs)
+    from accelerate.utils import gather_object
+
+    render = tokenizer.apply_chat_template
+    generating = trainer._generate_and_score_completions
+    batch: list[_BatchRows] = []  # the batch being generated for, while it is
+
+    def apply_chat_template(conversation, *args, **kwargs):
+        kwargs = {**bound, **kwargs}
+        batched = isinstance(conversation, (list, tuple)) and bool(conversation) and isinstance(conversation[0], (list, tuple))
+        settings = batch[0].settings_for(list(conversation) if batched else [conversation]) if batch else None
+        if not settings or not any(settings):
+            return render(conversation, *args, **kwargs)
+        if not batched:
+            return render(conversation, *args, **{**kwargs, **settings[0]})
+        return _render_rows(render, list(conversation), settings, args, kwargs)
+
+    def generate_and_score(inputs, *args, **kwargs):
+        settings = row_settings(tokenizer, inputs)
+        batch.append(_BatchRows([row.get("prompt") for row in inputs], settings))
+        try:
+            output = generating(inputs, *args, **kwargs)
+        finally:
+            batch.clear()
+        note_row_settings(trainer, gather_object(settings))  # gathered as the trainer gathers the prompts it logs
+        return output
+
+    tokenizer.apply_chat_template = apply_chat_template
+    if columns:
+        trainer._generate_and_score_completions = generate_and_score
     try:
         yield
     finally:
         del tokenizer.apply_chat_template
+        if columns:
+            del trainer._generate_and_score_completions
