@@ -127,6 +127,11 @@ def test_all_linear_puts_lora_on_experts_kept_as_parameters_and_says_so(moe_and_
         "grpo-lite: target_modules: carried over to this model's own weights: gate_proj, up_proj to experts.gate_up_proj "
         "(the experts' parameters); down_proj to experts.down_proj (the experts' parameters)"]
 
+    # layers_to_transform, which PEFT applies to target_modules only, holds for the experts too
+    model, _ = load_model(str(moe_and_listed_dirs["gpt-oss"]), lora_rank=4, layers_to_transform=[0], layers_pattern="layers")
+    assert {name.split(".")[4] for name in _adapted(model)} == {"0"}
+    assert "experts.down_proj in 1 of its 2 places (not in target_modules or layers_to_transform)" in capsys.readouterr().err
+
     # attention only: the experts are left out, and said so
     model, _ = load_model(str(moe_and_listed_dirs["gpt-oss"]), lora_rank=4, target_modules=["self_attn"])
     assert loaded_as(model).lora_modules == ("q_proj", "k_proj", "v_proj", "o_proj")

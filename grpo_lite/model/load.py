@@ -308,8 +308,9 @@ def _load_unsloth(model_name, choice, max_seq_length, lora_rank, alpha, target_m
         **kwargs,
     )
     if lora_rank:
-        targets = lora_targets(model, target_modules)
-        targets.check((lora_options or {}).get("lora_dropout", 0.0))
+        options = lora_options or {}
+        targets = lora_targets(model, target_modules, options.get("layers_to_transform"), options.get("layers_pattern"))
+        targets.check(options.get("lora_dropout", 0.0))
         model = FastLanguageModel.get_peft_model(
             model,
             r=lora_rank,
@@ -322,7 +323,7 @@ def _load_unsloth(model_name, choice, max_seq_length, lora_rank, alpha, target_m
             target_parameters=targets.parameters,
             use_gradient_checkpointing="unsloth",
             random_state=seed,
-            **(lora_options or {}),  # each a named parameter of get_peft_model (unsloth/models/llama.py), with its default there
+            **options,  # each a named parameter of get_peft_model (unsloth/models/llama.py), with its default there
         )
     return model, tokenizer
 
@@ -359,8 +360,8 @@ def _load_transformers(model_name, choice, lora_rank, alpha, target_modules, see
 
     if choice.load_in_4bit:
         model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=True)
-    targets = lora_targets(model, target_modules)
     options = {key: value for key, value in (lora_options or {}).items() if not (key == "ensure_weight_tying" and value is None)}
+    targets = lora_targets(model, target_modules, options.get("layers_to_transform"), options.get("layers_pattern"))
     targets.check(options.get("lora_dropout", 0.0))
     lora = LoraConfig(r=lora_rank, lora_alpha=alpha, target_modules=targets.modules, target_parameters=targets.parameters or None,
                       task_type="CAUSAL_LM", **options)

@@ -168,11 +168,23 @@ def _readable(survey: _Survey, paths: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(named[path] for path in paths))
 
 
-def _targets(survey: _Survey, paths: Sequence[str]) -> LoraTargets:
+def _targets(survey: _Survey, paths: Sequence[str], layers_to_transform: Sequence[int] | None,
+             layers_pattern: str | Sequence[str] | None) -> LoraTargets:
+    if layers_to_transform is not None:  # PEFT applies it to target_modules only: the experts' names carry it
+        paths = [p for p in paths if p not in survey.parameters or _layer(p, layers_pattern) in layers_to_transform]
     named = _named(survey, paths)
     experts = list(dict.fromkeys(named[p] for p in paths if p in survey.parameters))
     return LoraTargets(list(dict.fromkeys(named[p] for p in paths if p not in survey.parameters)),
                        experts if survey.parameters else None)
+
+
+def _layer(path: str, layers_pattern: str | Sequence[str] | None) -> int | None:
+    """The decoder layer ``path`` sits in, read as PEFT reads it for ``layers_to_transform`` (peft/tuners/tuners_utils.py,
+    check_target_module_exists: the first index after ``layers_pattern``, else after any module's name)."""
+    patterns = [layers_pattern] if isinstance(layers_pattern, str) else list(layers_pattern or [])
+    found = ([re.match(rf"(?:^|.*?\.){pattern}\.(?P<idx>\d+)\.", f"{path}.") for pattern in patterns] if patterns
+             else [re.match(r".*?\.[^.]*\.(?P<idx>\d+)\.", f"{path}.")])
+    return next((int(match["idx"]) for match in found if match), None)
 
 
 def _matches(path: str, name: str) -> bool:
@@ -186,17 +198,19 @@ def weight_names(model) -> list[str]:
     return _readable(survey, list(survey.weights))
 
 
-def lora_targets(model, target_modules: str | Sequence[str]) -> LoraTargets:
+def lora_targets(model, target_modules: str | Sequence[str], layers_to_transform: Sequence[int] | None = None,
+                 layers_pattern: str | Sequence[str] | None = None) -> LoraTargets:
     """``target_modules`` as this model's weights: ``"all-linear"`` as every weight LoRA can adapt but the output layer
     and the experts' router; another string (a regex) as it is; a list as the weights it names, a name the model fuses
-    or keeps in its experts carried over, said in one line, and the names matching nothing said. Raises
-    :class:`ConfigError` when no name matches."""
-    if isinstance(target_modules, str):
-        if target_modules.lower() != "all-linear":
-            return LoraTargets(target_modules)
-        survey = _survey(model)
-        return _targets(survey, [path for path in survey.weights if path not in survey.output | set(survey.routers)])
+    or keeps in its experts carried over, said in one line, and the names matching nothing said. Experts' parameters
+    are named within ``layers_to_transform``: PEFT applies it to ``target_modules`` only. Raises :class:`ConfigError`
+    when no name matches."""
+    if isinstance(target_modules, str) and target_modules.lower() != "all-linear":
+        return LoraTargets(target_modules)
     survey = _survey(model)
+    layers = (layers_to_transform, layers_pattern)
+    if isinstance(target_modules, str):
+        return _targets(survey, [path for path in survey.weights if path not in survey.output | set(survey.routers)], *layers)
     chosen: list[str] = []
     carried: dict[str, list[str]] = {}  # a name given -> the weights it was carried over to
     missing = []
@@ -226,7 +240,7 @@ def lora_targets(model, target_modules: str | Sequence[str]) -> LoraTargets:
     if missing:
         logger.warning(f"target_modules: {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not in this model, "
                        f"whose linear layers are {', '.join(weight_names(model))}; LoRA adapts the others")
-    return _targets(survey, list(dict.fromkeys(path for path in survey.weights if path in chosen)))
+    return _targets(survey, list(dict.fromkeys(path for path in survey.weights if path in chosen)), *layers)
 
 
 def _adapted_paths(model, survey: _Survey) -> list[str]:
