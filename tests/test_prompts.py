@@ -117,7 +117,7 @@ def test_phi_lora_covers_its_fused_projections_by_default_and_a_llama_list_is_ca
     said = capsys.readouterr().err
     assert "wq is not in this model" in said
     assert "left out: attention o_proj (not in target_modules), MLP gate_up_proj (not in target_modules)" in said
-    with pytest.raises(ConfigError, match="none of the LoRA target_modules.*its linear layers are o_proj, qkv_proj"):
+    with pytest.raises(ConfigError, match="none of the LoRA target_modules.*its layers are o_proj, qkv_proj"):
         load(family_dirs, "phi-3-mini", target_modules=["wq"])
 
 

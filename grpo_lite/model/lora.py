@@ -12,7 +12,7 @@ others. A list of names is matched against the model's own weights, as PEFT matc
 path; a name of a module holding weights, ``self_attn``, means them all). A name the model fuses or keeps in its
 experts is carried over and said: the list an Unsloth notebook gives for Llama means every attention and MLP
 projection, and Phi-3 holds them fused (``qkv_proj``, ``gate_up_proj``), gpt-oss in its experts' parameters. A name
-that matches nothing is said too.
+that matches nothing is said too. ``layers_to_transform`` holds for the experts' parameters as for the layers.
 
 What is handed on names each chosen weight by the shortest end of its path that names no other module or parameter,
 and that does not begin with an index: a leaf name where the family's are unique (``q_proj``, which Unsloth's fused
@@ -227,7 +227,7 @@ def lora_targets(model, target_modules: str | Sequence[str], layers_to_transform
             missing.append(name)
     if not chosen:
         raise ConfigError(f"load_model: none of the LoRA target_modules {list(target_modules)} is a layer of this model; its "
-                          f"linear layers are {', '.join(weight_names(model))}: pass some of them, or target_modules='all-linear'")
+                          f"layers are {', '.join(weight_names(model))}: pass some of them, or target_modules='all-linear'")
     if carried:
         by_target: dict[tuple[str, ...], list[str]] = {}
         for name, paths in carried.items():
@@ -239,7 +239,7 @@ def lora_targets(model, target_modules: str | Sequence[str], layers_to_transform
         logger.info(f"target_modules: carried over to this model's own weights: {'; '.join(said)}")
     if missing:
         logger.warning(f"target_modules: {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not in this model, "
-                       f"whose linear layers are {', '.join(weight_names(model))}; LoRA adapts the others")
+                       f"whose layers are {', '.join(weight_names(model))}; LoRA adapts the others")
     return _targets(survey, list(dict.fromkeys(path for path in survey.weights if path in chosen)), *layers)
 
 
