@@ -161,3 +161,12 @@ def test_layers_held_in_a_list_are_named_by_their_path_not_their_index(moe_and_l
     said = capsys.readouterr().err
     assert "altup_projections.0, altup_unembed_projections.0); left out: lm_head (the output layer" in said
     assert ", 0," not in said and "(0," not in said
+
+
+def test_a_list_naming_the_embeddings_and_the_output_layer_puts_lora_there(tiny_model_dir, capsys):
+    # an Unsloth notebook for continued pretraining adds embed_tokens and lm_head to the projections' names
+    model, _ = load_model(str(tiny_model_dir), lora_rank=4, target_modules=["q_proj", "embed_tokens", "lm_head"])
+    assert loaded_as(model).lora_modules == ("embed_tokens", "q_proj", "lm_head")
+    said = capsys.readouterr().err
+    assert "LoRA on attention (q_proj), other (embed_tokens, lm_head); left out: attention k_proj (not in target_modules)" in said
+    assert "not in this model" not in said

@@ -78,6 +78,7 @@ class _Survey:
     modules: dict[str, torch.nn.Module]  # every module of the model's own, by path
     weights: dict[str, str]  # path -> kind, in model order
     parameters: set[str]  # the paths in ``weights`` that are experts' parameters
+    embeddings: set[str]  # the paths in ``weights`` that are embeddings: adapted only where named
     routers: dict[str, str]  # path -> kind: what picks each token's experts
     output: set[str]  # the output layer's path
 
@@ -104,10 +105,14 @@ def _survey(model) -> _Survey:
             modules[_own_path(name)] = module  # a wrapped module comes after its wrapper: the model's own one is kept
     weights: dict[str, str] = {}
     parameters: set[str] = set()
+    embeddings: set[str] = set()
     experts: dict[str, int] = {}  # experts module -> how many experts
     for path, module in modules.items():
         if isinstance(module, torch.nn.Linear):
             weights[path] = _kind(path, any(part == "experts" for part in path.split(".")))
+        elif isinstance(module, torch.nn.Embedding):  # as an Unsloth notebook for continued pretraining names embed_tokens
+            weights[path] = _kind(path, False)
+            embeddings.add(path)
         elif not isinstance(module, torch.nn.modules.conv._ConvNd):  # a convolution's weight is 3-D too
             for name, parameter in module.named_parameters(recurse=False):
                 if parameter.dim() == 3:  # (experts, in, out): every expert's matrix of one projection
@@ -128,7 +133,7 @@ def _survey(model) -> _Survey:
                 routers[sibling] = _kind(sibling, False)
     output_layer = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
     output = {_own_path(name) for name, module in model.named_modules() if output_layer is not None and module is output_layer}
-    return _Survey(modules, weights, parameters, routers, output)
+    return _Survey(modules, weights, parameters, embeddings, routers, output)
 
 
 def _ends(path: str) -> list[str]:
@@ -195,7 +200,7 @@ def _matches(path: str, name: str) -> bool:
 def weight_names(model) -> list[str]:
     """The names of ``model``'s weights LoRA can adapt, linear layers and experts' parameters, in model order."""
     survey = _survey(model)
-    return _readable(survey, list(survey.weights))
+    return _readable(survey, [path for path in survey.weights if path not in survey.embeddings])
 
 
 def lora_targets(model, target_modules: str | Sequence[str], layers_to_transform: Sequence[int] | None = None,
@@ -210,7 +215,8 @@ def lora_targets(model, target_modules: str | Sequence[str], layers_to_transform
     survey = _survey(model)
     layers = (layers_to_transform, layers_pattern)
     if isinstance(target_modules, str):
-        return _targets(survey, [path for path in survey.weights if path not in survey.output | set(survey.routers)], *layers)
+        left_out = survey.output | survey.embeddings | set(survey.routers)
+        return _targets(survey, [path for path in survey.weights if path not in left_out], *layers)
     chosen: list[str] = []
     carried: dict[str, list[str]] = {}  # a name given -> the weights it was carried over to
     missing = []
@@ -286,7 +292,7 @@ def describe_lora(model) -> str:
     left_out = Counter(shared[path] for path in shared if path not in adapted)
     reasons = {}
     for path, name in shared.items():
-        if path in adapted or name in reasons:
+        if path in adapted or path in survey.embeddings or name in reasons:
             continue
         if path in survey.output:
             reasons[name] = f"{name} (the output layer: modules_to_save=['{name}'] trains it whole)"
