@@ -3,7 +3,8 @@
 Each template in tests/data/chat_templates is copied verbatim (the template text the model's tokenizer carries) from
 the public source named beside it. ``generation_prompt`` is how a rendered prompt must end: where the assistant's turn
 begins. ``system`` is what the template does with a system turn, which grpo-lite keeps, folds or refuses. ``lora_modules``
-are the family's linear layers but the output layer: where LoRA goes by default.
+are the weights LoRA goes on by default, as load_model names them: the family's linear layers but the output layer, and
+the experts' parameters where a family keeps its experts so (gpt-oss), the router left out.
 """
 
 from __future__ import annotations
@@ -15,6 +16,13 @@ TEMPLATES = Path(__file__).parent / "data" / "chat_templates"
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 # Phi-3/3.5/4, in the order transformers' Phi3Attention and Phi3MLP hold them
 FUSED_PROJECTIONS = ("o_proj", "qkv_proj", "gate_up_proj", "down_proj")
+# gpt-oss: the attention projections, and its MLP as the experts' parameters (transformers' GptOssExperts)
+EXPERT_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "experts.gate_up_proj", "experts.down_proj")
+# Gemma 3n, in the order transformers' Gemma3nTextModel holds them: each decoder layer's attention, MLP, AltUp and
+# LAuReL layers and per-layer input projections, then the model's own, two of them in lists (named by their index)
+GEMMA_3N_LAYERS = (*PROJECTIONS, "correction_coefs", "prediction_coefs", "modality_router", "linear_left", "linear_right",
+                   "per_layer_input_gate", "per_layer_projection", "per_layer_model_projection", "altup_projections.0",
+                   "altup_unembed_projections.0")
 
 
 @dataclass(frozen=True)
@@ -51,6 +59,10 @@ FAMILIES = [
     # checkpoints); the same text as google/gemma-3-270m's GGUF template in huggingface/huggingface.js
     # packages/ollama-utils/src/chat-template-automap.ts ("library/gemma3:270m") at commit fe42e68017ffc76d09922ea8f9b38a6964345710
     ModelFamily("gemma-3", "gemma-3", "gemma-3.jinja", "<start_of_turn>model\n", "kept"),
+    # google/gemma-3n-E4B-it's chat_template: unslothai/unsloth unsloth/chat_templates.py, gemma3n_template ("Obtained via
+    # print(tokenizer.chat_template...)"), at commit 02658740e7a4cb0634470a1fc57573d6202acfbe; Gemma 3's text but for the
+    # audio and image soft tokens of a multimodal turn
+    ModelFamily("gemma-3n", "gemma-3n", "gemma-3n.jinja", "<start_of_turn>model\n", "kept", GEMMA_3N_LAYERS),
     # mistralai/Mistral-7B-Instruct-v0.1's chat_template: huggingface/huggingface.js packages/jinja/test/e2e.test.js,
     # "TheBloke/Mistral-7B-Instruct-v0.1-GPTQ" (its copy of v0.1's tokenizer_config.json), at commit
     # fe42e68017ffc76d09922ea8f9b38a6964345710; the same text as Ollama's mistral:7b-instruct in chat-template-automap.ts there
@@ -66,6 +78,10 @@ FAMILIES = [
     # HuggingFaceTB/SmolLM3-3B's chat_template: huggingface/swift-jinja Tests/JinjaTests/IntegrationTests.swift, the
     # "HuggingFaceTB SmolLM3-3B" test's template string (Swift escapes read), at commit 8552e80d0418a43a88743eb5d00f4ab56d45d240
     ModelFamily("smollm3", "smollm3", "smollm3.jinja", "<|im_start|>assistant\n", "kept"),
+    # openai/gpt-oss-120b's chat_template: ggml-org/llama.cpp models/templates/openai-gpt-oss-120b.jinja, mirror
+    # ye-NX/llama.cpp at commit 1eeb523c3e0c7ffbd59469f5463dcbdecba3535e (last changed by llama.cpp's commit b204a5a2);
+    # the system turn becomes the developer message's instructions
+    ModelFamily("gpt-oss", "gpt-oss", "gpt-oss.jinja", "<|start|>assistant", "kept", EXPERT_PROJECTIONS),
 ]
 
 BY_NAME = {family.name: family for family in FAMILIES}

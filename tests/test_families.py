@@ -1,7 +1,10 @@
-"""The model families users load (tests/families.py: Llama 3.2, Qwen3, Gemma 2 and 3, Mistral v0.1, Phi-3-mini, SmolLM2
-and 3), each a tiny random model of transformers' own class with the family's real chat template, through the whole path:
-prepare -> train 2 steps -> generate -> export the adapter and the merged model -> reload each with the same logits.
+"""The model families users load (tests/families.py: Llama 3.2, Qwen3, Gemma 2, 3 and 3n, Mistral v0.1, Phi-3-mini,
+SmolLM2 and 3, gpt-oss), each a tiny random model of transformers' own class with the family's real chat template,
+through the whole path: prepare -> train 2 steps -> generate -> export the adapter and the merged model -> reload each
+with the same logits.
 """
+
+import re
 
 import pytest
 import torch
@@ -34,9 +37,13 @@ def logits(model, ids: list[int]) -> torch.Tensor:
 @pytest.mark.parametrize("family", FAMILIES, ids=[family.name for family in FAMILIES])
 def test_each_family_prepares_trains_generates_exports_and_reloads(family, tmp_path, capsys):
     model, tokenizer = load_model(str(family.build(tmp_path)), lora_rank=4)
-    # load: LoRA on every linear projection of the family (Phi's fused ones included), the output layer left out, said
+    # load: LoRA on every linear projection of the family (Phi's fused ones, Gemma 3n's held in lists) and on gpt-oss's
+    # experts' parameters, the output layer left out, said
     assert loaded_as(model).lora_modules == family.lora_modules
-    assert f"LoRA on {', '.join(family.lora_modules)}; left out: lm_head (the output layer" in capsys.readouterr().err
+    said = capsys.readouterr().err
+    adapted = said.split("LoRA on ", 1)[1].split("; left out: ")[0]
+    assert set(family.lora_modules) <= set(re.findall(r"[\w.]+", adapted))
+    assert "; left out: lm_head (the output layer" in said
 
     # prepare: the default system prompt survives in every prompt, kept or folded (said), and the prompt ends where
     # the assistant's turn begins
@@ -55,7 +62,10 @@ def test_each_family_prepares_trains_generates_exports_and_reloads(family, tmp_p
     assert result.trainer.state.global_step == 2 and len(result.metrics) == 2
     rendered = [prompt_token_ids(tokenizer, p) for p in dataset["prompt"]]
     assert asked and all(ids in rendered for ids in asked)
-    assert any(p.abs().sum() > 0 for name, p in result.model.named_parameters() if "lora_B" in name), "LoRA did not move"
+    moved = [name for name, p in result.model.named_parameters() if "lora_B" in name and p.abs().sum() > 0]
+    assert moved, "LoRA did not move"
+    if any(name.startswith("experts.") for name in family.lora_modules):
+        assert any(".experts." in name for name in moved), "LoRA on the experts did not move"
 
     # generate, with the prompt rendered as in training
     texts = generate(result.model, tokenizer, [dataset[0]["prompt"]], max_completion_length=4)

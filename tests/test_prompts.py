@@ -202,13 +202,14 @@ def test_phi_lora_covers_its_fused_projections_by_default_and_a_llama_list_is_ca
                                                                "down_proj"])
     assert loaded_as(model).lora_modules == ("o_proj", "qkv_proj", "gate_up_proj", "down_proj")
     said = capsys.readouterr().err
-    assert "fuses q_proj, k_proj, v_proj into qkv_proj" in said and "fuses gate_proj, up_proj into gate_up_proj" in said
+    assert ("target_modules: carried over to this model's own weights: q_proj, k_proj, v_proj to qkv_proj (fused); "
+            "gate_proj, up_proj to gate_up_proj (fused)") in said
     model, _ = load(family_dirs, "phi-3-mini", target_modules=["qkv_proj", "wq"])
     assert loaded_as(model).lora_modules == ("qkv_proj",)
     said = capsys.readouterr().err
     assert "wq is not in this model" in said
-    assert "left out: o_proj (not in target_modules), gate_up_proj (not in target_modules)" in said
-    with pytest.raises(ConfigError, match="none of the LoRA target_modules.*its linear layers are o_proj, qkv_proj"):
+    assert "left out: attention o_proj (not in target_modules), MLP gate_up_proj (not in target_modules)" in said
+    with pytest.raises(ConfigError, match="none of the LoRA target_modules.*its layers are o_proj, qkv_proj"):
         load(family_dirs, "phi-3-mini", target_modules=["wq"])
 
 

@@ -233,9 +233,36 @@ def test_load_model_gives_unsloth_only_options_its_loaders_name(tmp_path, tiny_m
     # names to PEFT as it is, with every LoRA option (unsloth/models/llama.py, get_peft_model's accepted_modules)
     assert models.LORA_TARGET_MODULES == "all-linear" and peft["use_gradient_checkpointing"] == "unsloth"
     assert peft["target_modules"] == ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    assert peft["target_parameters"] is None  # no experts kept as parameters: nothing for Unsloth to guess either
     assert models.loaded_as(model).backend.fast_inference is fast_inference
     # the LoRA options users bring reach get_peft_model as given (each is one of its named parameters, checked above)
     assert {key: peft[key] for key in lora_options} == lora_options
+
+
+def test_load_model_gives_unsloth_the_experts_kept_as_parameters(tmp_path, monkeypatch):
+    # unsloth/models/vision.py, get_peft_model: given target_parameters=None it guesses the experts from the names in
+    # target_modules (_utils.py, get_moe_target_parameters); grpo-lite gives the experts it chose, as it gives PEFT
+    import importlib.machinery
+    import sys
+    import types
+
+    from families import BY_NAME
+
+    from grpo_lite import load_model
+    from grpo_lite.model import load as models
+
+    stub = types.ModuleType("unsloth")
+    stub.__spec__ = importlib.machinery.ModuleSpec("unsloth", None)
+    stub.FastLanguageModel = RecordingFastLanguageModel
+    monkeypatch.setitem(sys.modules, "unsloth", stub)
+    monkeypatch.setattr(models, "cuda_available", lambda: True)  # no GPU here: the loader is recorded, not run
+    folder = BY_NAME["gpt-oss"].build(tmp_path, num_layers=1)
+    load_model(str(folder), backend="unsloth", lora_rank=8, fast_inference=False)
+    peft = RecordingFastLanguageModel.calls["get_peft_model"]
+    assert peft["target_modules"] == ["q_proj", "k_proj", "v_proj", "o_proj"]
+    assert peft["target_parameters"] == ["experts.gate_up_proj", "experts.down_proj"]
+    load_model(str(folder), backend="unsloth", lora_rank=8, fast_inference=False, target_modules=["q_proj", "v_proj"])
+    assert RecordingFastLanguageModel.calls["get_peft_model"]["target_parameters"] == []  # experts left out: no guess
 
 
 def test_a_chat_template_name_goes_through_unsloths_get_chat_template(tmp_path, tiny_model_dir):

@@ -51,3 +51,14 @@ def test_like_a_known_model_has_its_shape_and_vocabulary(tmp_path):
     assert all(tokenizer.decode([i]).isalpha() for i in sampled)
     text = "2 + 2 = 4"
     assert tokenizer.decode(tokenizer(text)["input_ids"]) == text
+
+
+def test_a_tiny_gpt_oss_stops_where_the_real_one_does(tmp_path):
+    # openai/gpt-oss-20b's generation_config.json: eos_token_id [200002, 199999, 200012], <|return|>, <|endoftext|> and
+    # <|call|>; its tokenizer's eos is <|return|>, its pad <|endoftext|>
+    folder = build_tiny_model(tmp_path / "gpt-oss", family="gpt-oss", num_layers=1)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder)
+    assert (tokenizer.eos_token, tokenizer.pad_token, tokenizer.bos_token) == ("<|return|>", "<|endoftext|>", None)
+    assert model.generation_config.eos_token_id == tokenizer.convert_tokens_to_ids(["<|return|>", "<|endoftext|>", "<|call|>"])
+    assert model.config.num_local_experts == 4 and model.config.num_experts_per_tok == 2

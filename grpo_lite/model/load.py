@@ -56,7 +56,8 @@ class LoadedModel:
     name: str
     settings: LoadSettings
     backend: Backend
-    lora_modules: tuple[str, ...] = ()  # the layers that carry LoRA, by leaf name
+    # the weights that carry LoRA (linear layers, experts' parameters), each by the name its copies in every layer share
+    lora_modules: tuple[str, ...] = ()
 
 
 _LOADED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> LoadedModel, gone with the model
@@ -191,8 +192,10 @@ def load_model(
     :func:`grpo_lite.train` records in ``run.yaml``. ``lora_rank=None`` trains all weights (no LoRA).
     ``lora_alpha`` defaults to ``2 * lora_rank``; ``seed`` seeds the adapters' initial weights. ``target_modules``:
     ``"all-linear"`` (every linear layer but the output layer, whatever the family calls them: Phi's fused
-    ``qkv_proj`` and ``gate_up_proj`` too), or layer names, a name the model fuses carried over to its fused layer
-    (grpo_lite.model.lora); the log says which layers carry LoRA and which linear layers do not, and why.
+    ``qkv_proj`` and ``gate_up_proj`` too, and the experts' parameters of a mixture of experts that keeps them as
+    parameters, gpt-oss's, its router left as loaded), or layer names, a name the model fuses or keeps in its experts
+    carried over (grpo_lite.model.lora); the log says, by kind (attention, MLP, experts, vision, other), which weights
+    carry LoRA and which do not, and why.
     ``max_seq_length`` bounds prompt + completion: ``train`` refuses a longer run before it starts (Unsloth
     also sizes its RoPE cache and vLLM by it). ``fast_inference="auto"`` generates through vLLM when the
     Unsloth backend is chosen and :func:`grpo_lite.machine.engine.generation_engine` says vLLM can generate here
@@ -308,14 +311,22 @@ def _load_unsloth(model_name, choice, max_seq_length, lora_rank, alpha, target_m
         **kwargs,
     )
     if lora_rank:
+        options = lora_options or {}
+        targets = lora_targets(model, target_modules, options.get("layers_to_transform"), options.get("layers_pattern"))
+        targets.check(options.get("lora_dropout", 0.0))
         model = FastLanguageModel.get_peft_model(
             model,
             r=lora_rank,
             lora_alpha=alpha,
-            target_modules=lora_targets(model, target_modules),
+            target_modules=targets.modules,
+            # Given None, both get_peft_model guess the experts from the names in target_modules (unsloth/models/_utils.py,
+            # get_moe_target_parameters; called from llama.py and vision.py, the path of gpt-oss); given a list, even an
+            # empty one, they take it (vision.py scopes it to the text model, _scope_parameter_targets_to_core): the
+            # same weights as PEFT's. None where the model keeps no experts as parameters: nothing to guess there
+            target_parameters=targets.parameters,
             use_gradient_checkpointing="unsloth",
             random_state=seed,
-            **(lora_options or {}),  # each a named parameter of get_peft_model (unsloth/models/llama.py), with its default there
+            **options,  # each a named parameter of get_peft_model (unsloth/models/llama.py), with its default there
         )
     return model, tokenizer
 
@@ -352,9 +363,11 @@ def _load_transformers(model_name, choice, lora_rank, alpha, target_modules, see
 
     if choice.load_in_4bit:
         model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=True)
-    targets = lora_targets(model, target_modules)
     options = {key: value for key, value in (lora_options or {}).items() if not (key == "ensure_weight_tying" and value is None)}
-    lora = LoraConfig(r=lora_rank, lora_alpha=alpha, target_modules=targets, task_type="CAUSAL_LM", **options)
+    targets = lora_targets(model, target_modules, options.get("layers_to_transform"), options.get("layers_pattern"))
+    targets.check(options.get("lora_dropout", 0.0))
+    lora = LoraConfig(r=lora_rank, lora_alpha=alpha, target_modules=targets.modules, target_parameters=targets.parameters or None,
+                      task_type="CAUSAL_LM", **options)
     with torch.random.fork_rng(devices=[]):  # the seed decides the adapters' initial weights, as Unsloth's random_state does
         torch.manual_seed(seed)
         return get_peft_model(model, lora), tokenizer

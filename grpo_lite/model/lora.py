@@ -1,15 +1,24 @@
-"""Which layers LoRA adapts: what ``target_modules`` means on the model at hand, and where LoRA landed.
+"""Which weights LoRA adapts: what ``target_modules`` means on the model at hand, and where LoRA landed.
 
-The default, ``"all-linear"``, means what it means to PEFT: every linear layer but the output layer, under whatever
-names the family gives them (Phi-3/3.5/4's fused ``qkv_proj`` and ``gate_up_proj`` included). It is handed on as those
-layers' names, which both backends take with every LoRA option: PEFT refuses ``layers_to_transform`` with a string
-(peft/tuners/lora/config.py), and Unsloth's ``get_peft_model`` gives names in its list to PEFT as they are, warning only
-that names other than Llama's projections run without its fused LoRA kernels (unsloth/models/llama.py: its
-``accepted_modules``; vision.py, the path of Gemma 3 and Phi-3, hands an explicit list on too).
+LoRA goes on weights of two sorts, found by what they are: linear layers (``torch.nn.Linear``, bitsandbytes' 4-bit
+layers included), and experts' parameters: a mixture-of-experts layer that keeps every expert's matrices as one 3-D
+``nn.Parameter`` (gpt-oss's ``mlp.experts.gate_up_proj`` and ``down_proj``) has no linear layer to wrap, so PEFT adapts
+the parameter itself (``LoraConfig(target_parameters=...)``, peft/tuners/lora/layer.py: ``ParamWrapper``).
 
-A list of names is matched against the model's own layers. A name the model fuses into another (``q_proj`` into
-Phi-3's ``qkv_proj``) is carried over to the fused layer and said: the list an Unsloth notebook gives for Llama means
-every attention and MLP projection, and Phi-3 holds them fused. A name that matches nothing is said too.
+The default, ``"all-linear"``, means every such weight but the output layer and the experts' router: the MLP of a
+model whose experts are parameters is adapted as any other MLP is. The router stays as loaded: Unsloth's gpt-oss
+notebook lists the attention and MLP projections only, and a router that moves sends tokens to experts trained for
+others. A list of names is matched against the model's own weights, as PEFT matches a name (the end of a weight's
+path; a name of a module holding weights, ``self_attn``, means them all). A name the model fuses or keeps in its
+experts is carried over and said: the list an Unsloth notebook gives for Llama means every attention and MLP
+projection, and Phi-3 holds them fused (``qkv_proj``, ``gate_up_proj``), gpt-oss in its experts' parameters. A name
+that matches nothing is said too. ``layers_to_transform`` holds for the experts' parameters as for the layers.
+
+What is handed on names each chosen weight by the shortest end of its path that names no other module or parameter,
+and that does not begin with an index: a leaf name where the family's are unique (``q_proj``, which Unsloth's fused
+kernels look for: unsloth/models/llama.py, ``accepted_modules``), ``altup_projections.0`` where a layer sits in a list
+(Gemma 3n), never ``0``, which PEFT would match against whole decoder layers (``layers.0``). Both backends take these
+names with every LoRA option: PEFT refuses ``layers_to_transform`` with a regex (peft/tuners/lora/config.py).
 
 A model remembers the run that last trained it (:func:`note_trained`, :func:`trained_in`), so a second ``train()`` on
 the same model object says that it goes on from those weights.
@@ -17,90 +26,285 @@ the same model object says that it goes on from those weights.
 
 from __future__ import annotations
 
+import re
 import weakref
-from collections.abc import Sequence
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import torch
 
 from ..log import logger
 from ..run.settings import ConfigError
 
-# A fused projection and the projections it holds, as Phi-3/3.5/4 fuse them (transformers' Phi3Attention, Phi3MLP)
+# A fused projection and the projections it holds, as Phi-3/3.5/4 fuse them (transformers' Phi3Attention, Phi3MLP) and
+# gpt-oss's experts hold gate and up (transformers' GptOssExperts)
 FUSED_PROJECTIONS = {"qkv_proj": ("q_proj", "k_proj", "v_proj"), "gate_up_proj": ("gate_proj", "up_proj")}
 
-# Where PEFT keeps a wrapped layer's pieces: a module under one of these is part of a LoRA or saved layer, not a layer
 _TRAINED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> the run that last trained it, gone with it
 
-PEFT_PARTS = {"base_layer", "lora_A", "lora_B", "lora_dropout", "lora_embedding_A", "lora_embedding_B",
-              "lora_magnitude_vector", "original_module", "modules_to_save"}
+# PEFT's pieces: a module under one of these is part of a LoRA or saved layer, not one of the model's own
+PEFT_PARTS = {"lora_A", "lora_B", "lora_dropout", "lora_embedding_A", "lora_embedding_B", "lora_magnitude_vector",
+              "modules_to_save", "lora_variant"}
+# Where PEFT keeps the module it wraps: looked through, so a weight has the same path before and after PEFT
+PEFT_WRAPPED = {"base_layer", "original_module"}
+KINDS = ("attention", "MLP", "experts", "vision", "other")
+_VISION = re.compile(r"vision|visual|image|multi_modal|mm_projector")
+_ATTENTION = re.compile(r"attn|attention")
+_MLP = re.compile(r"mlp|feed_forward|ffn")
 
 
-def _leaf(name: str) -> str:
-    return name.rsplit(".", 1)[-1]
+@dataclass(frozen=True)
+class LoraTargets:
+    """What PEFT is given: ``modules`` for ``target_modules`` (names, or a regex as the user gave it), ``parameters`` for
+    ``target_parameters`` (the experts' parameters chosen, maybe none; None where the model keeps no experts so, or for
+    a regex, handed on as it is)."""
+
+    modules: list[str] | str
+    parameters: list[str] | None = None
+
+    def check(self, lora_dropout: float) -> None:
+        """Refuse LoRA options PEFT cannot give an experts' parameter, before PEFT fails on them mid-way."""
+        if self.parameters and lora_dropout:
+            raise ConfigError(f"load_model: lora_dropout={lora_dropout} with LoRA on the experts' parameters "
+                              f"({', '.join(self.parameters)}), which PEFT adapts without dropout (peft/tuners/lora/layer.py, "
+                              "ParamWrapper): pass lora_dropout=0, or target_modules that leave the experts out")
 
 
-def linear_layers(model) -> list[str]:
-    """The leaf names of ``model``'s linear layers (bitsandbytes' 4-bit layers are ``torch.nn.Linear`` too), in
-    model order, PEFT's own pieces left out."""
-    names = [_leaf(name) for name, module in model.named_modules()
-             if isinstance(module, torch.nn.Linear) and not PEFT_PARTS & set(name.split("."))]
-    return list(dict.fromkeys(names))
+@dataclass
+class _Survey:
+    """A model's weights LoRA can adapt, by path (PEFT's wrapping looked through), and what ``all-linear`` leaves out."""
+
+    modules: dict[str, torch.nn.Module]  # every module of the model's own, by path
+    weights: dict[str, str]  # path -> kind, in model order
+    parameters: set[str]  # the paths in ``weights`` that are experts' parameters
+    embeddings: set[str]  # the paths in ``weights`` that are embeddings: adapted only where named
+    routers: dict[str, str]  # path -> kind: what picks each token's experts
+    output: set[str]  # the output layer's path
 
 
-def _output_layers(model) -> set[str]:
-    output = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-    return {_leaf(name) for name, module in model.named_modules() if output is not None and module is output}
+def _own_path(name: str) -> str:
+    return ".".join(part for part in name.split(".") if part not in PEFT_WRAPPED)
 
 
-def lora_targets(model, target_modules: str | Sequence[str]) -> str | list[str]:
-    """``target_modules`` as this model names its layers: ``"all-linear"`` as the names of its linear layers but the
-    output layer; another string (a regex) as it is; a list with each name fused in this model carried over to its
-    fused layer, and the names matching nothing said. Raises :class:`ConfigError` when no name matches."""
+def _kind(path: str, experts: bool) -> str:
+    parts = path.split(".")
+    if any(_VISION.search(part) for part in parts):
+        return "vision"
+    if experts:
+        return "experts"
+    if any(_ATTENTION.search(part) for part in parts):
+        return "attention"
+    return "MLP" if any(_MLP.search(part) for part in parts) else "other"
+
+
+def _survey(model) -> _Survey:
+    modules: dict[str, torch.nn.Module] = {}
+    for name, module in model.named_modules():
+        if not PEFT_PARTS & set(name.split(".")):
+            modules[_own_path(name)] = module  # a wrapped module comes after its wrapper: the model's own one is kept
+    weights: dict[str, str] = {}
+    parameters: set[str] = set()
+    embeddings: set[str] = set()
+    experts: dict[str, int] = {}  # experts module -> how many experts
+    for path, module in modules.items():
+        if isinstance(module, torch.nn.Linear):
+            weights[path] = _kind(path, any(part == "experts" for part in path.split(".")))
+        elif isinstance(module, torch.nn.Embedding):  # as an Unsloth notebook for continued pretraining names embed_tokens
+            weights[path] = _kind(path, False)
+            embeddings.add(path)
+        elif not isinstance(module, torch.nn.modules.conv._ConvNd):  # a convolution's weight is 3-D too
+            for name, parameter in module.named_parameters(recurse=False):
+                if parameter.dim() == 3:  # (experts, in, out): every expert's matrix of one projection
+                    weights[f"{path}.{name}"] = _kind(path, True)
+                    parameters.add(f"{path}.{name}")
+                    experts[path] = parameter.shape[0]
+            if path.rsplit(".", 1)[-1] == "experts" and isinstance(module, torch.nn.ModuleList):
+                experts[path] = len(module)
+    children = defaultdict(list)
+    for path in modules:
+        children[path.rpartition(".")[0]].append(path)
+    routers = {}
+    for path, count in experts.items():
+        for sibling in children[path.rpartition(".")[0]]:
+            module = modules[sibling]
+            picks = any(p.dim() == 2 and p.shape[0] == count for p in module.parameters(recurse=False))
+            if sibling != path and (picks or isinstance(module, torch.nn.Linear) and module.out_features == count):
+                routers[sibling] = _kind(sibling, False)
+    output_layer = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    output = {_own_path(name) for name, module in model.named_modules() if output_layer is not None and module is output_layer}
+    return _Survey(modules, weights, parameters, embeddings, routers, output)
+
+
+def _ends(path: str) -> list[str]:
+    """``path``'s ends, shortest first: ``a.b.c`` -> ``c``, ``b.c``, ``a.b.c``."""
+    parts = path.split(".")
+    return [".".join(parts[i:]) for i in range(len(parts) - 1, -1, -1)]
+
+
+def _names(chosen: Iterable[str], every: Iterable[str], *, least: int = 1) -> dict[str, str]:
+    """A name for each path of ``chosen``: the shortest end of it (``least`` parts at the least) that ends no path of
+    ``every`` outside ``chosen``, as PEFT matches a name, and that does not begin with an index."""
+    chosen = list(dict.fromkeys(chosen))
+    among = Counter(end for path in every for end in _ends(path))
+    picked = Counter(end for path in chosen for end in _ends(path))
+    names = {}
+    for path in chosen:
+        ends = _ends(path)
+        names[path] = next((end for end in ends[least - 1:] if among[end] == picked[end] and not end.split(".")[0].isdigit()),
+                           ends[-1])
+    return names
+
+
+def _parameter_paths(survey: _Survey) -> list[str]:
+    return [f"{path}.{name}" for path, module in survey.modules.items() for name, _ in module.named_parameters(recurse=False)]
+
+
+def _named(survey: _Survey, paths: Sequence[str]) -> dict[str, str]:
+    """Each path's name, as :func:`_names` gives it: a layer's among the modules, an experts' parameter's among the
+    parameters (with its module's name, ``experts.down_proj``, as PEFT's documentation names one)."""
+    layers = [p for p in paths if p not in survey.parameters]
+    experts = [p for p in paths if p in survey.parameters]
+    return {**_names(layers, survey.modules), **_names(experts, _parameter_paths(survey), least=2)}
+
+
+def _readable(survey: _Survey, paths: Sequence[str]) -> list[str]:
+    named = _named(survey, paths)
+    return list(dict.fromkeys(named[path] for path in paths))
+
+
+def _targets(survey: _Survey, paths: Sequence[str], layers_to_transform: Sequence[int] | None,
+             layers_pattern: str | Sequence[str] | None) -> LoraTargets:
+    if layers_to_transform is not None:  # PEFT applies it to target_modules only: the experts' names carry it
+        paths = [p for p in paths if p not in survey.parameters or _layer(p, layers_pattern) in layers_to_transform]
+    named = _named(survey, paths)
+    experts = list(dict.fromkeys(named[p] for p in paths if p in survey.parameters))
+    return LoraTargets(list(dict.fromkeys(named[p] for p in paths if p not in survey.parameters)),
+                       experts if survey.parameters else None)
+
+
+def _layer(path: str, layers_pattern: str | Sequence[str] | None) -> int | None:
+    """The decoder layer ``path`` sits in, read as PEFT reads it for ``layers_to_transform`` (peft/tuners/tuners_utils.py,
+    check_target_module_exists: the first index after ``layers_pattern``, else after any module's name)."""
+    patterns = [layers_pattern] if isinstance(layers_pattern, str) else list(layers_pattern or [])
+    found = ([re.match(rf"(?:^|.*?\.){pattern}\.(?P<idx>\d+)\.", f"{path}.") for pattern in patterns] if patterns
+             else [re.match(r".*?\.[^.]*\.(?P<idx>\d+)\.", f"{path}.")])
+    return next((int(match["idx"]) for match in found if match), None)
+
+
+def _matches(path: str, name: str) -> bool:
+    """Whether ``name`` names the weight at ``path``: its end, or a module holding it."""
+    return f".{name}." in f".{path}."
+
+
+def weight_names(model) -> list[str]:
+    """The names of ``model``'s weights LoRA can adapt, linear layers and experts' parameters, in model order."""
+    survey = _survey(model)
+    return _readable(survey, [path for path in survey.weights if path not in survey.embeddings])
+
+
+def lora_targets(model, target_modules: str | Sequence[str], layers_to_transform: Sequence[int] | None = None,
+                 layers_pattern: str | Sequence[str] | None = None) -> LoraTargets:
+    """``target_modules`` as this model's weights: ``"all-linear"`` as every weight LoRA can adapt but the output layer
+    and the experts' router; another string (a regex) as it is; a list as the weights it names, a name the model fuses
+    or keeps in its experts carried over, said in one line, and the names matching nothing said. Experts' parameters
+    are named within ``layers_to_transform``: PEFT applies it to ``target_modules`` only. Raises :class:`ConfigError`
+    when no name matches."""
+    if isinstance(target_modules, str) and target_modules.lower() != "all-linear":
+        return LoraTargets(target_modules)
+    survey = _survey(model)
+    layers = (layers_to_transform, layers_pattern)
     if isinstance(target_modules, str):
-        if target_modules.lower() != "all-linear":
-            return target_modules
-        output = _output_layers(model)
-        return [name for name in linear_layers(model) if name not in output]
-    present = {_leaf(name) for name, _ in model.named_modules()}
-    targets: list[str] = []
-    carried: dict[str, list[str]] = {}
+        left_out = survey.output | survey.embeddings | set(survey.routers)
+        return _targets(survey, [path for path in survey.weights if path not in left_out], *layers)
+    chosen: list[str] = []
+    carried: dict[str, list[str]] = {}  # a name given -> the weights it was carried over to
     missing = []
     for name in target_modules:
-        fused = next((whole for whole, parts in FUSED_PROJECTIONS.items() if name in parts and whole in present), None)
-        if name in present:
-            targets.append(name)
-        elif fused is not None:
-            carried.setdefault(fused, []).append(name)
-            targets.append(fused)
-        else:
+        named = [path for path in survey.weights if _matches(path, name)]
+        whole = next((whole for whole, parts in FUSED_PROJECTIONS.items() if name in parts), None)
+        if not named and whole is not None:
+            named = [path for path in survey.weights if _matches(path, whole)]
+            carried.update({name: named} if named else {})
+        elif named and set(named) <= survey.parameters and "experts" not in name.split("."):  # an MLP's name: experts hold it
+            carried[name] = named
+        chosen += named
+        if not named:
             missing.append(name)
-    linear = linear_layers(model)
-    if not targets:
+    if not chosen:
         raise ConfigError(f"load_model: none of the LoRA target_modules {list(target_modules)} is a layer of this model; its "
-                          f"linear layers are {', '.join(linear)}: pass some of them, or target_modules='all-linear'")
-    for fused, parts in carried.items():
-        logger.info(f"target_modules: this model fuses {', '.join(parts)} into {fused}, so LoRA adapts {fused}")
+                          f"layers are {', '.join(weight_names(model))}: pass some of them, or target_modules='all-linear'")
+    if carried:
+        by_target: dict[tuple[str, ...], list[str]] = {}
+        for name, paths in carried.items():
+            by_target.setdefault(tuple(paths), []).append(name)
+        said = []
+        for paths, names in by_target.items():
+            held = "the experts' parameters" if set(paths) <= survey.parameters else "fused"
+            said.append(f"{', '.join(names)} to {', '.join(_readable(survey, paths))} ({held})")
+        logger.info(f"target_modules: carried over to this model's own weights: {'; '.join(said)}")
     if missing:
         logger.warning(f"target_modules: {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not in this model, "
-                       f"whose linear layers are {', '.join(linear)}; LoRA adapts the others")
-    return list(dict.fromkeys(targets))
+                       f"whose layers are {', '.join(weight_names(model))}; LoRA adapts the others")
+    return _targets(survey, list(dict.fromkeys(path for path in survey.weights if path in chosen)), *layers)
+
+
+def _adapted_paths(model, survey: _Survey) -> list[str]:
+    from peft.tuners.lora import LoraLayer
+
+    adapted = set()
+    for name, module in model.named_modules():
+        if isinstance(module, LoraLayer) and not PEFT_PARTS & set(name.split(".")):
+            parameter = getattr(module, "parameter_name", None)  # PEFT's ParamWrapper: LoRA on one parameter
+            adapted.add(f"{_own_path(name)}.{parameter}" if parameter else _own_path(name))
+    return [path for path in survey.weights if path in adapted]
+
+
+def _shared_names(survey: _Survey) -> dict[str, str]:
+    """Each weight's and router's name as the copies of it in every layer share it: ``q_proj``, ``experts.down_proj``,
+    ``altup_projections.0``."""
+    return _named(survey, [*survey.weights, *survey.routers])
 
 
 def adapted_layers(model) -> list[str]:
-    """The leaf names of the layers that carry LoRA, in model order."""
-    from peft.tuners.lora import LoraLayer
+    """The names of the weights that carry LoRA, linear layers and experts' parameters, in model order, each as the
+    copies of it in every layer share it (which layers: ``layers_to_transform``)."""
+    survey = _survey(model)
+    shared = _shared_names(survey)
+    return list(dict.fromkeys(shared[path] for path in _adapted_paths(model, survey)))
 
-    return list(dict.fromkeys(_leaf(name) for name, module in model.named_modules() if isinstance(module, LoraLayer)))
+
+def _with_kind(kind: str, name: str) -> str:
+    return name if name.startswith(f"{kind}.") else f"{kind} {name}"  # "experts.down_proj", not "experts experts.down_proj"
 
 
 def describe_lora(model) -> str:
-    """Which layers carry LoRA and which linear layers do not, each with why, in one line."""
-    adapted = adapted_layers(model)
-    output_names = _output_layers(model)
-    left_out = [name for name in linear_layers(model) if name not in adapted]
-    reasons = [f"{name} (the output layer: modules_to_save=['{name}'] trains it whole)" if name in output_names
-               else f"{name} (not in target_modules)" for name in left_out]
-    return f"LoRA on {', '.join(adapted)}" + (f"; left out: {', '.join(reasons)}" if reasons else "")
+    """Which weights carry LoRA and which do not, by kind (attention, MLP, experts, vision, other), each left out with
+    why, in one line."""
+    survey = _survey(model)
+    shared = _shared_names(survey)
+    adapted = _adapted_paths(model, survey)
+    by_kind = defaultdict(list)
+    for path in adapted:
+        by_kind[survey.weights[path]].append(shared[path])
+    on = [f"{kind} ({', '.join(dict.fromkeys(by_kind[kind]))})" for kind in KINDS if by_kind[kind]]
+    copies = Counter(shared.values())
+    left_out = Counter(shared[path] for path in shared if path not in adapted)
+    reasons = {}
+    for path, name in shared.items():
+        if path in adapted or path in survey.embeddings or name in reasons:
+            continue
+        if path in survey.output:
+            reasons[name] = f"{name} (the output layer: modules_to_save=['{name}'] trains it whole)"
+        elif path in survey.routers:
+            reasons[name] = (f"{survey.routers[path]} {name} (the experts' router: it stays as loaded, so each token goes "
+                             "to the experts trained for it)")
+        elif left_out[name] < copies[name]:
+            reasons[name] = (f"{_with_kind(survey.weights[path], name)} in {left_out[name]} of its {copies[name]} places "
+                             "(not in target_modules or layers_to_transform)")
+        else:
+            reasons[name] = f"{_with_kind(survey.weights[path], name)} (not in target_modules)"
+    return f"LoRA on {', '.join(on)}" + (f"; left out: {', '.join(reasons.values())}" if reasons else "")
 
 
 def note_trained(*models, run: str) -> None:

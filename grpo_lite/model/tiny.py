@@ -4,9 +4,10 @@ Tests, notebooks in smoke mode and the demo cannot download weights, so they bui
 random weights, a byte-level tokenizer and a chat template, saved to a folder that
 ``transformers.AutoModelForCausalLM.from_pretrained`` and ``grpo_lite.load_model`` both load. The same seed
 gives the same files. By default a Qwen2 with a ChatML template; ``family=`` builds the families users load
-(:data:`FAMILIES`: Llama 3.2, Qwen3, Gemma 2 and 3, Mistral, Phi-3, SmolLM2 and 3) with transformers' own classes,
-their layer layout (Phi-3's fused projections, Gemma's soft-capping and norms) and the special tokens their
-chat templates write, to carry the family's real ``chat_template``.
+(:data:`FAMILIES`: Llama 3.2, Qwen3, Gemma 2, 3 and 3n, Mistral, Phi-3, SmolLM2 and 3, gpt-oss) with transformers'
+own classes, their layer layout (Phi-3's fused projections, Gemma's soft-capping and norms, Gemma 3n's layers held in
+lists, gpt-oss's experts kept as parameters) and the special tokens their chat templates write, to carry the
+family's real ``chat_template``.
 
 ``like="qwen2.5-0.5b"`` builds the same with a real model's shape, vocabulary size included, for
 measuring speed and memory where there is no model hub (they do not depend on the weights' values).
@@ -35,13 +36,17 @@ CHATML_TEMPLATE = (
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 GEMMA_TOKENS = ("<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>")
+# The harmony format's tokens, which gpt-oss's template writes
+HARMONY_TOKENS = ("<|endoftext|>", "<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|constrain|>", "<|return|>",
+                  "<|call|>")
 
 
 @dataclass(frozen=True)
 class Family:
     """A model family as a tiny model of it is built: its transformers classes, the special tokens its chat template
     writes (the first ids of the vocabulary), which of them end a turn, pad and begin a text (``bos``: the tokenizer
-    adds it, as the family's does), and its config's own settings."""
+    adds it, as the family's does), which others end generation too (``stops``: the ids the family's
+    generation_config.json gives beside ``eos``), and its config's own settings."""
 
     config: str
     model: str
@@ -51,6 +56,7 @@ class Family:
     bos: str | None = None
     tied: bool = True
     options: dict[str, Any] = field(default_factory=dict)
+    stops: tuple[str, ...] = ()
 
 
 FAMILIES = {
@@ -66,6 +72,13 @@ FAMILIES = {
     "gemma-3": Family("Gemma3TextConfig", "Gemma3ForCausalLM", GEMMA_TOKENS, eos="<end_of_turn>", pad="<pad>", bos="<bos>",
                       options={"query_pre_attn_scalar": 16, "sliding_window": 64}),
     "mistral": Family("MistralConfig", "MistralForCausalLM", ("<unk>", "<s>", "</s>"), eos="</s>", bos="<s>", tied=False),
+    "gemma-3n": Family("Gemma3nTextConfig", "Gemma3nForCausalLM", GEMMA_TOKENS, eos="<end_of_turn>", pad="<pad>", bos="<bos>",
+                       options={"sliding_window": 64, "hidden_size_per_layer_input": 8, "laurel_rank": 4,
+                                "altup_num_inputs": 2, "num_kv_shared_layers": 0}),
+    # openai/gpt-oss-20b: <|return|> ends the answer; its generation_config.json stops on <|endoftext|> and <|call|> too
+    "gpt-oss": Family("GptOssConfig", "GptOssForCausalLM", HARMONY_TOKENS, eos="<|return|>", pad="<|endoftext|>", tied=False,
+                      options={"num_local_experts": 4, "num_experts_per_tok": 2, "sliding_window": 64},
+                      stops=("<|endoftext|>", "<|call|>")),
     "phi-3": Family("Phi3Config", "Phi3ForCausalLM", ("<unk>", "<s>", "</s>", "<|endoftext|>", "<|assistant|>", "<|system|>",
                     "<|end|>", "<|user|>"), eos="<|end|>", pad="<|endoftext|>", bos="<s>", tied=False),
     "smollm3": Family("SmolLM3Config", "SmolLM3ForCausalLM", (*SPECIAL_TOKENS, "<think>", "</think>"), eos="<|im_end|>",
@@ -195,11 +208,14 @@ def build_tiny_model(
         pad_token_id=tokenizer.pad_token_id,
         **kind.options,
     )
+    if hasattr(config, "vocab_size_per_layer_input"):  # Gemma 3n's per-layer embeddings: one for every token
+        config.vocab_size_per_layer_input = config.vocab_size
     # Seed a private generator state so building a model never disturbs the caller's RNG.
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = getattr(transformers, kind.model)(config).to(getattr(torch, dtype))
-    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    stops = [tokenizer.convert_tokens_to_ids(token) for token in kind.stops]
+    model.generation_config.eos_token_id = [tokenizer.eos_token_id, *stops] if stops else tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     # Files are written aside, then moved in one by one with os.replace: another process reading the folder
     # (a second rank of a multi-process run) sees each file either complete or not yet there, never half written.

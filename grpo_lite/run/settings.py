@@ -49,7 +49,7 @@ from .porting import REMOVED_FIELDS, port_overrides, still_a_field
 from .presets import TRAINING_PRESETS, TRL_PRESET, preset_name, preset_options, preset_values
 
 REWARD_TIMEOUT = 600.0  # seconds per reward call: far more than scoring a batch takes, short of losing a night
-LORA_TARGET_MODULES = "all-linear"  # PEFT's: every linear layer but the output layer, whatever a family names them
+LORA_TARGET_MODULES = "all-linear"  # every linear layer but the output layer, whatever a family names them, and experts' parameters
 BACKEND_CHOICES = ("auto", "unsloth", "transformers", "cpu")
 RECORD_ONLY = ("chosen", "grpo_config")  # what run.yaml holds beyond the settings: never part of a recipe
 
@@ -117,7 +117,8 @@ class LoadSettings:
     lora_alpha: int | None = _setting("LoRA alpha; null: 2 * lora_rank", None, shape=optional(Number(low=0, low_open=True)),
                                       fix="give a positive number, or null/None for 2 * lora_rank")
     target_modules: list[str] | str = _setting("layers LoRA adapts: all-linear (every linear layer but the output layer, fused "
-                                               "ones like Phi's qkv_proj included), or names (e.g. [q_proj, v_proj])",
+                                               "ones like Phi's qkv_proj and experts kept as parameters included), or names "
+                                               "(e.g. [q_proj, v_proj])",
                                                LORA_TARGET_MODULES,
                                                shape=AnyOf((Text(), ListOf(Text(), empty=False))),
                                                fix="give module names (e.g. [q_proj, v_proj]) or 'all-linear'")

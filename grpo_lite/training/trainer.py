@@ -477,7 +477,7 @@ def _record(model, settings: RunSettings, funcs, config, set_weights, chosen_ove
         chosen.update(backend=backend.name, backend_reason=backend.reason, load_in_4bit=backend.load_in_4bit,
                       fast_inference=backend.fast_inference)
         if loaded.lora_modules:
-            chosen["lora_modules"] = list(loaded.lora_modules)  # the layers that carry LoRA, by name
+            chosen["lora_modules"] = list(loaded.lora_modules)  # the weights that carry LoRA (layers, experts), by name
         if backend.gpu_memory_utilization is not None:
             chosen["gpu_memory_utilization"] = backend.gpu_memory_utilization
     else:

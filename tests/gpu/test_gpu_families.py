@@ -1,8 +1,10 @@
 """The model families users load (tests/families.py) through Unsloth's loader on a CUDA GPU: each loads 4-bit with LoRA
 on its own linear layers, keeps or folds the system prompt, trains two steps asking TRL what grpo-lite renders, and
 generates. Unsloth's loader differs by family: Llama, Mistral, Qwen3 and Gemma 2 load through its own model classes,
-Phi-3 and Gemma 3 through FastModel (unsloth/models/loader.py, the dispatch on model_type), and Gemma 3 asked for in
-fp16, as a T4 loads it, trains in float32 (loader.py FORCE_FLOAT32: "gemma3"; the trainer keeps it, unsloth/models/rl.py)."""
+Phi-3, Gemma 3 and 3n and gpt-oss through FastModel (unsloth/models/loader.py, the dispatch on model_type; a gpt-oss
+checkpoint with fused experts, as a tiny one is, keeps its experts as parameters there, and LoRA reaches them through
+get_peft_model's target_parameters, unsloth/models/vision.py), and Gemma 3 asked for in fp16, as a T4 loads it, trains
+in float32 (loader.py FORCE_FLOAT32: "gemma3"; the trainer keeps it, unsloth/models/rl.py)."""
 
 import pytest
 from families import FAMILIES
@@ -40,6 +42,8 @@ def test_each_family_loads_trains_and_generates_through_unsloth(family, family_d
     with prompts_trl_generates_from(model) as asked:
         result = train(model, tokenizer, dataset, [characters_reward], output_dir=tmp_path, **TWO_STEPS)
     assert result.trainer.state.global_step == 2
+    if any(name.startswith("experts.") for name in family.lora_modules):  # gpt-oss: LoRA on the experts trained
+        assert any(".experts." in name and "lora_B" in name and p.abs().sum() > 0 for name, p in result.model.named_parameters())
     # Unsloth's trainer is generated from TRL's source: it renders the prompts as grpo-lite does
     assert asked and all(ids in [prompt_token_ids(tokenizer, p) for p in dataset["prompt"]] for ids in asked)
     texts = generate(model, tokenizer, [dataset[0]["prompt"]], max_completion_length=8)
