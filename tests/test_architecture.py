@@ -199,3 +199,24 @@ def test_no_module_outside_tests_imports_another_modules_private_names():
                     private = [a.name for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
                     found += [f"{path.relative_to(ROOT)}: {node.module}.{name}" for name in private]
     assert found == []
+
+
+STACK = {"grpo_lite", "trl", "transformers", "peft", "datasets", "torch", "accelerate", "unsloth"}
+
+
+def test_a_test_module_marked_stack_free_imports_nothing_of_the_stack():
+    """The T4 stack's CI run leaves out modules marked ``stack_free`` (.ci/run): each tests the rewards library and the
+    sandbox, which import nothing that differs between the stacks, so each must import none of it itself either."""
+    marked = []
+    for path in sorted((ROOT / "tests").glob("test_*.py")):
+        tree = ast.parse(path.read_text())
+        if not any(isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "pytestmark" for t in node.targets)
+                   and "stack_free" in ast.unparse(node.value) for node in tree.body):
+            continue
+        marked.append(path.name)
+        imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+        imported |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+        arguments = {arg.arg for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) for arg in node.args.args}
+        assert not imported & STACK, f"{path.name} is marked stack_free and imports {sorted(imported & STACK)}"
+        assert not {name for name in arguments if "model" in name}, f"{path.name} is marked stack_free and takes a model"
+    assert "test_sandbox.py" in marked

@@ -30,6 +30,8 @@ import pytest
 import rewards.sandbox as sandbox
 from rewards.code import CodeExecutionReward
 
+pytestmark = pytest.mark.stack_free  # nothing here reaches transformers, TRL, PEFT or datasets
+
 BUILTIN_TASKS = Path(__file__).parents[1] / "grpo_lite" / "assets" / "datasets" / "code_tasks.jsonl"
 
 

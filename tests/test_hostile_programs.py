@@ -37,6 +37,8 @@ import rewards.sandbox as sandbox
 from rewards.code import code_execution_reward
 from rewards.sandbox import SandboxUnavailable, run_python
 
+pytestmark = pytest.mark.stack_free  # nothing here reaches transformers, TRL, PEFT or datasets
+
 CLOSED = "closed"
 OPEN = "open (opt-in)"
 PARTLY_OPEN = "partly open (opt-in)"

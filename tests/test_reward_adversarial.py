@@ -11,6 +11,8 @@ import pytest
 from rewards import exact_match_reward, int_answer_reward, math_equivalence_reward, multiple_choice_reward, numeric_correctness_reward
 from rewards.code import CodeExecutionReward
 
+pytestmark = pytest.mark.stack_free  # nothing here reaches transformers, TRL, PEFT or datasets
+
 
 def row(gold, completion, expected, why):
     return pytest.param(gold, completion, expected, id=why)

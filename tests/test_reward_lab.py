@@ -10,6 +10,8 @@ import pytest
 
 from rewards import RewardSet, check_rewards, numeric_correctness_reward, soft_xml_format_reward, weighted
 
+pytestmark = pytest.mark.stack_free  # nothing here reaches transformers, TRL, PEFT or datasets
+
 RIGHT = "<reasoning>\n3 + 4 = 7\n</reasoning>\n<answer>\n7\n</answer>"
 WRONG = "<reasoning>\n3 + 4 = 8\n</reasoning>\n<answer>\n8\n</answer>"
 ROWS = [

@@ -13,6 +13,8 @@ from rewards.length import CosineLengthReward, SoftOverlongPunishment
 from rewards.presets import REWARD_PRESETS
 from rewards.registry import REWARDS, resolve
 
+pytestmark = pytest.mark.stack_free  # nothing here reaches transformers, TRL, PEFT or datasets
+
 SEED_NAMES = [
     "exact_match_reward", "fuzzy_match_reward", "numeric_correctness_reward", "code_execution_reward",
     "code_block_format_reward", "no_syntax_error_reward", "strict_xml_format_reward", "soft_xml_format_reward",

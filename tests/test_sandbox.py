@@ -13,6 +13,8 @@ import pytest
 import rewards.sandbox as sandbox
 from rewards.sandbox import SANDBOX_UIDS, isolation, processes_of, run_batch, run_python
 
+pytestmark = pytest.mark.stack_free  # nothing here reaches transformers, TRL, PEFT or datasets
+
 
 def sandbox_processes() -> list[int]:
     """Processes of the sandbox uids no program holds now: what outlived a run. (A uid whose slot is held runs a
