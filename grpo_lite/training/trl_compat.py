@@ -10,6 +10,8 @@ Once Unsloth is imported, ``trl.GRPOTrainer`` is Unsloth's generated trainer for
 ``model.for_training()`` on every step and picks mixed precision itself: :func:`prepare_for_unsloth_trainer` gives
 a model not loaded by Unsloth (the demo, ``backend="transformers"`` or ``"cpu"``) the two methods Unsloth's
 loaders attach, and keeps an fp32 run in fp32.
+
+TRL 0.28 removed ``max_prompt_length``; :func:`cut_prompts_on_the_left` cuts a ported one where TRL cut it before.
 """
 
 from __future__ import annotations
@@ -144,3 +146,23 @@ def render_with_template_kwargs(tokenizer, chat_template_kwargs: dict):
         yield
     finally:
         del tokenizer.apply_chat_template
+
+
+def cut_prompts_on_the_left(trainer, max_prompt_length: int) -> None:
+    """Give every prompt ``trainer`` generates from and scores its last ``max_prompt_length`` tokens, as TRL 0.22-0.27
+    cut them (trl 0.22.2, trl/trainer/grpo_trainer.py, _generate_and_score_completions: truncate_with_protected_tokens).
+
+    TRL 1.15 renders and tokenizes each batch's prompts in ``_tokenize_prompts`` and both its generation paths
+    (transformers and vLLM, ``_generate_single_turn``) and its log-probability pass take those ids (``_generate`` returns
+    them to ``_generate_and_score_completions``): the ids are cut as they come back, whatever rendered them. Unsloth's
+    generated trainer keeps TRL's ``_tokenize_prompts`` and its call in ``_generate`` as they are (unsloth/models/rl.py,
+    _patch_trl_rl_trainers: only functions the rl_replacements.py edits change are rewritten; none of them touches
+    either). Only text prompts reach here: train() refuses a dataset with images before a cut."""
+    tokenize = trainer._tokenize_prompts
+
+    @functools.wraps(tokenize)
+    def tokenize_and_cut(prompts):
+        prompt_ids, images, multimodal_fields = tokenize(prompts)
+        return [list(ids)[-max_prompt_length:] for ids in prompt_ids], images, multimodal_fields
+
+    trainer._tokenize_prompts = tokenize_and_cut
