@@ -182,8 +182,8 @@ def _translation_problem(old: str, value: Any, overrides: dict[str, Any]) -> str
 
 def port_overrides(preset: str, overrides: dict[str, Any]) -> Ported:
     """``overrides`` as the installed TRL reads what the user meant: renamed fields under their new names, removed ones dropped
-    or carried out of the config (``max_prompt_length``, which train() applies itself), and the per-device batch raised where it cannot hold whole
-    groups of ``num_generations``. Nothing is refused here except what cannot be translated; :func:`_config_problems`
+    or carried out of the config (``max_prompt_length``, which train() applies itself), and the per-device batch raised
+    where it cannot hold whole groups of ``num_generations``. Nothing is refused here except what cannot be translated; :func:`_config_problems`
     checks the rest."""
     ported = Ported(overrides={})
     for key, value in overrides.items():

@@ -155,9 +155,9 @@ def cut_prompts_on_the_left(trainer, max_prompt_length: int) -> None:
     TRL 1.15 renders and tokenizes each batch's prompts in ``_tokenize_prompts`` and both its generation paths
     (transformers and vLLM, ``_generate_single_turn``) and its log-probability pass take those ids (``_generate`` returns
     them to ``_generate_and_score_completions``): the ids are cut as they come back, whatever rendered them. Unsloth's
-    generated trainer keeps TRL's ``_tokenize_prompts`` and its call in ``_generate`` as they are (unsloth/models/rl.py,
-    _patch_trl_rl_trainers: only functions the rl_replacements.py edits change are rewritten; none of them touches
-    either). Only text prompts reach here: train() refuses a dataset with images before a cut."""
+    generated trainer keeps both (unsloth/models/rl.py, _patch_trl_rl_trainers: no rl_replacements.py edit touches
+    ``_tokenize_prompts``, and ``grpo_trainer__generate`` only guards vLLM's weight sync in ``_generate``, keeping its
+    call). Only text prompts reach here: train() refuses a dataset with images before a cut."""
     tokenize = trainer._tokenize_prompts
 
     @functools.wraps(tokenize)
