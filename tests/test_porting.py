@@ -2,6 +2,7 @@
 what it meant where it was written: renamed and removed fields are carried over and said once, Unsloth's batch rule
 applies on every backend, and what a preset changes from TRL's defaults is said and recorded."""
 
+import contextlib
 import dataclasses
 from pathlib import Path
 
@@ -63,26 +64,25 @@ def test_the_seed_template_trains_on_the_first_try(tiny_model, tmp_path, capsys,
                    dashboard=False, max_steps=2, **SEED_TEMPLATE)
     err = capsys.readouterr().err
     assert [m["step"] for m in result.metrics if "loss" in m][-1] == 2
-    # the 400-number prompt is over max_prompt_length=256: dropped, or kept for a TRL that still cuts it itself
-    assert len(result.trainer.train_dataset) == (4 if "max_prompt_length" in TRANSLATED else 5)
+    # the 400-number prompt is over max_prompt_length=256: kept, and cut by TRL or, where TRL removed the field, grpo-lite
+    assert len(result.trainer.train_dataset) == 5
 
     said = [line for line in err.splitlines() if line.startswith("grpo-lite: ")]
     for old in SEED_TEMPLATE:  # each carried over said once, naming its new form; one the installed release has, never
         assert len([line for line in said if line.startswith((f"grpo-lite: {old}=", f"grpo-lite: {old} -> "))]) == (old in TRANSLATED), old
     assert ("grpo-lite: warmup_ratio=0.1 -> warmup_steps=0.1 (warmup_steps: 0.1 in a run YAML)" in err) == ("warmup_ratio" in TRANSLATED)
-    assert ("max_prompt_length=256 -> prompts over 256 tokens are dropped before training (prepare_dataset(" in err) == (
+    assert ("max_prompt_length=256 -> a prompt over 256 tokens, as the chat template renders it, is cut to its last 256 "
+            "for generation and training, as TRL before 0.28 cut it: TRL removed max_prompt_length" in err) == (
         "max_prompt_length" in TRANSLATED)
-    assert ("grpo-lite: dropped 1 of 5 rows whose prompts are over max_prompt_length=256 tokens as the chat template renders "
-            "them (the longest is " in err) == ("max_prompt_length" in TRANSLATED)
-    assert (f"grpo-lite: TRL {stack.installed('trl')} cuts 1 of 5 prompts on the left to their last max_prompt_length=256 tokens" in err) == (
-        "max_prompt_length" not in TRANSLATED)
+    cutter = "" if "max_prompt_length" in TRANSLATED else f"TRL {stack.installed('trl')} "
+    assert f"grpo-lite: {cutter}cuts 1 of 5 prompts on the left to their last max_prompt_length=256 tokens" in err
     assert ("overwrite_output_dir=True: dropped: transformers 5 removed it" in err) == ("overwrite_output_dir" in TRANSLATED)
     assert "per_device_train_batch_size=1 ->" not in err  # 1 x 4 accumulation steps holds a group of 4
     assert "did you mean" not in err
 
     record = yaml.safe_load((tmp_path / "run.yaml").read_text())
     assert record["overrides"] == {"max_steps": 2, **SEED_TEMPLATE}  # as the user wrote them
-    translated = {"warmup_ratio": {"warmup_steps": 0.1}, "max_prompt_length": {"max_prompt_tokens": 256}, "overwrite_output_dir": None}
+    translated = {"warmup_ratio": {"warmup_steps": 0.1}, "max_prompt_length": {"cut_prompts_to": 256}, "overwrite_output_dir": None}
     assert record["chosen"].get("translated", {}) == {key: value for key, value in translated.items() if key in TRANSLATED}
     config = record["grpo_config"]
     for key, value in {"max_steps": 2, **SEED_TEMPLATE}.items():
@@ -195,14 +195,11 @@ def test_renamed_fields_are_carried_over(old, value, new):
 
 
 @removed_here("max_prompt_length")
-def test_a_dataset_whose_every_prompt_is_too_long_is_refused_with_the_limit_that_keeps_it(tiny_model, tmp_path):
+def test_a_ported_max_prompt_length_is_refused_on_rows_with_images(tiny_model, tmp_path):
     model, tokenizer = tiny_model
-    dataset = _dataset(tokenizer)
-    lengths = [len(_rendered_ids(tokenizer, prompt)) for prompt in dataset["prompt"]]
-    with pytest.raises(DatasetError, match=rf"^max_prompt_length=8 drops all 5 rows: their prompts are {min(lengths)}-"
-                                           rf"{max(lengths)} tokens as the chat template renders them; "
-                                           rf"max_prompt_length={max(lengths)} keeps them all; TRL before 0.28 kept such "
-                                           r"prompts, cut on the left to their last 8 tokens"):
+    dataset = _dataset(tokenizer).add_column("image", ["cat.png"] * 5)
+    with pytest.raises(DatasetError, match=r"^max_prompt_length=8 with an 'image' column: TRL removed max_prompt_length, "
+                                           r"and grpo-lite cuts text prompts only; drop max_prompt_length, or the images$"):
         train(model, tokenizer, dataset, [length_reward], preset="cpu-smoke", output_dir=tmp_path / "run",
               dashboard=False, max_steps=1, max_prompt_length=8)
     assert not (tmp_path / "run").exists()  # refused before the run was written, let alone trained
@@ -229,11 +226,17 @@ def _rendered_ids(tokenizer, messages):
 
 
 @pytest.fixture
-def gpt_oss_notebook(tiny_model):
+def gpt_oss_notebook(tmp_path):
+    """The notebook's model (the tiny Qwen2 with gpt-oss's chat template), loaded with its max_seq_length=768, its
+    prompts, its max_prompt_length (the raw prompt's length + 1) and the prompt's tokens as the template renders it."""
     from datasets import Dataset
 
-    model, tokenizer = tiny_model
-    tokenizer.chat_template = (Path(__file__).parent / "data" / "chat_templates" / "gpt-oss.jinja").read_text()
+    from grpo_lite import load_model
+    from grpo_lite.model.tiny import build_tiny_model
+
+    template = (Path(__file__).parent / "data" / "chat_templates" / "gpt-oss.jinja").read_text()
+    model, tokenizer = load_model(str(build_tiny_model(tmp_path / "gpt-oss", chat_template=template)), lora_rank=8,
+                                  max_seq_length=GPT_OSS_MAX_SEQ_LENGTH)
     dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": GPT_OSS_PROMPT.strip()}], "answer": 0}] * GPT_OSS_ROWS)
     maximum_length = len(tokenizer(GPT_OSS_PROMPT.strip())["input_ids"])
     rendered = _rendered_ids(tokenizer, dataset[0]["prompt"])
@@ -241,41 +244,54 @@ def gpt_oss_notebook(tiny_model):
     return model, tokenizer, dataset, maximum_length + 1, rendered
 
 
-GPT_OSS_RUN = dict(preset="cpu-smoke", dashboard=False, max_steps=1, num_generations=2, per_device_train_batch_size=2,
-                   max_completion_length=4)
+GPT_OSS_MAX_SEQ_LENGTH = 768
+# the notebook's GRPOConfig but for the machine, the steps and num_generations=2 in a batch of 2 (Unsloth's batch rule)
+GPT_OSS_RUN = dict(preset="cpu-smoke", dashboard=False, max_steps=2, num_generations=2, per_device_train_batch_size=2,
+                   temperature=1.0, learning_rate=5e-5, weight_decay=0.001, warmup_ratio=0.1, lr_scheduler_type="linear",
+                   logging_steps=1, save_steps=100, report_to="none")
+# the last raw + 1 tokens of the prompt as gpt-oss's template renders it: its header and the first words are cut
+GPT_OSS_CUT = (" multiplication function using only native Python code.\nYou are given a list of list of "
+               "numbers.\nOutput your new function in backticks using the format below:\n```python\ndef matmul(A, B):\n"
+               "    return ...\n```<|end|><|start|>assistant")
 
 
-@removed_here("max_prompt_length")
-def test_the_gpt_oss_notebooks_raw_prompt_limit_is_refused_with_the_rendered_length_and_that_length_trains(
-        gpt_oss_notebook, tmp_path, capsys):
+@contextlib.contextmanager
+def prompts_trained_on():
+    """Record the prompt token ids of each row GRPOTrainer computes the loss on (its log-probability pass), padding left
+    out: ``compute_loss(model, inputs)`` with ``prompt_ids`` and ``prompt_mask`` in TRL 0.22 and 1.15 alike."""
+    from trl import GRPOTrainer
+
+    trained: list[list[int]] = []
+    real = GRPOTrainer.compute_loss
+
+    def recording(self, model, inputs, *args, **kwargs):
+        for ids, mask in zip(inputs["prompt_ids"], inputs["prompt_mask"]):
+            trained.append(ids[mask.bool()].tolist())
+        return real(self, model, inputs, *args, **kwargs)
+
+    GRPOTrainer.compute_loss = recording
+    try:
+        yield trained
+    finally:
+        GRPOTrainer.compute_loss = real
+
+
+def test_the_gpt_oss_notebooks_raw_prompt_limit_cuts_prompts_on_the_left_and_trains_on_both_stacks(gpt_oss_notebook, tmp_path,
+                                                                                                  capsys):
     model, tokenizer, dataset, max_prompt_length, rendered = gpt_oss_notebook
-    with pytest.raises(DatasetError, match=rf"^max_prompt_length={max_prompt_length} drops all {GPT_OSS_ROWS} rows: their "
-                                           rf"prompts are {len(rendered)} tokens as the chat template renders them; "
-                                           rf"max_prompt_length={len(rendered)} keeps them all"):
-        train(model, tokenizer, dataset, [length_reward], output_dir=tmp_path / "raw", max_prompt_length=max_prompt_length,
-              **GPT_OSS_RUN)
-    assert not (tmp_path / "raw").exists()
-
-    with prompts_trl_generates_from(model) as asked:
-        result = train(model, tokenizer, dataset, [length_reward], output_dir=tmp_path / "rendered",
-                       max_prompt_length=len(rendered), **GPT_OSS_RUN)
-    assert len(result.trainer.train_dataset) == GPT_OSS_ROWS
-    assert asked and all(ids == rendered for ids in asked)  # the whole prompt, header and all
-    assert "rows whose prompts are over max_prompt_length" not in capsys.readouterr().err
-
-
-@pytest.mark.skipif(not still_a_field("max_prompt_length"), reason="TRL removed max_prompt_length here (0.28.0)")
-def test_the_gpt_oss_notebooks_raw_prompt_limit_cuts_on_the_left_where_trl_still_has_it(gpt_oss_notebook, tmp_path, capsys):
-    from importlib.metadata import version
-
-    model, tokenizer, dataset, max_prompt_length, rendered = gpt_oss_notebook
-    with prompts_trl_generates_from(model) as asked:
-        result = train(model, tokenizer, dataset, [length_reward], output_dir=tmp_path, max_prompt_length=max_prompt_length,
-                       **GPT_OSS_RUN)
-    assert result.trainer.args.max_prompt_length == max_prompt_length and len(result.trainer.train_dataset) == GPT_OSS_ROWS
-    # TRL cuts the rendered prompt to its last max_prompt_length tokens: the template's header is gone
-    assert asked and all(ids == rendered[-max_prompt_length:] for ids in asked)
-    assert (f"TRL {version('trl')} cuts {GPT_OSS_ROWS} of {GPT_OSS_ROWS} prompts on the left to their last "
+    max_completion_length = GPT_OSS_MAX_SEQ_LENGTH - max_prompt_length  # the notebook's arithmetic, cell 58
+    with prompts_trl_generates_from(model) as asked, prompts_trained_on() as trained:
+        result = train(model, tokenizer, dataset, [length_reward], output_dir=tmp_path / "run", max_prompt_length=max_prompt_length,
+                       max_completion_length=max_completion_length, **GPT_OSS_RUN)
+    assert [m["step"] for m in result.metrics if "loss" in m] == [1, 2]
+    assert len(result.trainer.train_dataset) == GPT_OSS_ROWS  # no row dropped
+    # each prompt generated from and trained on is the rendered prompt's last raw + 1 tokens: the header is gone
+    cut = rendered[-max_prompt_length:]
+    assert asked and all(ids == cut for ids in asked)
+    assert trained and all(ids == cut for ids in trained)
+    assert tokenizer.decode(cut) == GPT_OSS_CUT  # the same text on both stacks
+    cutter = f"TRL {stack.installed('trl')} " if still_a_field("max_prompt_length") else ""
+    assert (f"grpo-lite: {cutter}cuts {GPT_OSS_ROWS} of {GPT_OSS_ROWS} prompts on the left to their last "
             f"max_prompt_length={max_prompt_length} tokens, the chat template's header first (they are {len(rendered)} "
             f"tokens as it renders them); max_prompt_length={len(rendered)} keeps them whole") in capsys.readouterr().err
 
@@ -304,4 +320,4 @@ def test_a_run_yaml_and_set_flags_carry_the_old_fields_over():
     ported = port_overrides(settings.preset, settings.overrides)
     assert ported.overrides == {"warmup_steps": 0.1, "per_device_train_batch_size": 8, "num_generations": 8,
                                 "eval_strategy": "steps", "use_cpu": True}
-    assert ported.max_prompt_tokens == 256 and len(ported.notes) == 6
+    assert ported.cut_prompts_to == 256 and len(ported.notes) == 6

@@ -410,3 +410,37 @@ def test_each_row_is_rendered_with_its_own_template_column_once_under_unsloths_t
     assert [("Reasoning: low" in text, "Reasoning: high" in text) for text in done["renders"]] == [
         (True, False), (False, True), (False, True), (True, False)]
     assert set(done["asked"]) == set(done["renders"]) and set(done["asked"].values()) == {2 * 2}
+
+
+def test_a_ported_max_prompt_length_cuts_the_prompts_under_unsloths_trainer(tmp_path):
+    # Unsloth's generated trainer keeps TRL 1.15's _tokenize_prompts and its call in _generate (rl.py,
+    # _patch_trl_rl_trainers rewrites only what rl_replacements.py edits), where grpo-lite cuts a ported max_prompt_length;
+    # on TRL 0.22 the field passes on and TRL cuts (rl_replacements.py keeps its truncate_with_protected_tokens).
+    tests = Path(__file__).parent
+    done = run_script(f"""
+        import sys
+        sys.path.insert(0, {str(tests)!r})
+        import trl
+        from pathlib import Path
+        from datasets import Dataset
+        from stacks import prompts_trl_generates_from
+        from grpo_lite import load_model, train
+        from grpo_lite.model.tiny import build_tiny_model
+
+        template = (Path({str(tests)!r}) / "data" / "chat_templates" / "gpt-oss.jinja").read_text()
+        model, tokenizer = load_model(str(build_tiny_model("model", chat_template=template)), backend="transformers",
+                                      load_in_4bit=False, lora_rank=8, max_seq_length=256)
+        messages = [{{"role": "user", "content": "Write a fast matrix multiplication in native Python."}}]
+        rendered = tokenizer(tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True),
+                             add_special_tokens=False)["input_ids"]
+        limit = len(tokenizer(messages[0]["content"])["input_ids"]) + 1
+        with prompts_trl_generates_from(model) as asked:
+            rows = Dataset.from_list([{{"prompt": messages}}] * 8)
+            run = train(model, tokenizer, rows, [lambda completions, **kw: [len(c[0]["content"]) % 3 / 2 for c in completions]],
+                        preset="cpu-smoke", output_dir="run", dashboard=False, max_steps=1, num_generations=2,
+                        per_device_train_batch_size=2, max_prompt_length=limit, max_completion_length=256 - limit)
+        result({{"trainer": type(run.trainer).__name__, "cut": rendered[-limit:], "whole": len(rendered), "asked": asked,
+                 "steps": [m["step"] for m in run.metrics if "loss" in m]}})
+    """, tmp_path)
+    assert done["trainer"] == "UnslothGRPOTrainer" and done["steps"] == [1]
+    assert done["whole"] > len(done["cut"]) and done["asked"] and all(ids == done["cut"] for ids in done["asked"])

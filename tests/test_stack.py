@@ -132,7 +132,7 @@ def test_a_field_the_installed_release_still_has_keeps_its_meaning_and_a_removed
         assert (name in ported.overrides) == (name in fields), name
         assert (name in ported.translated) == (name not in fields), name
     assert ported.overrides.get("warmup_steps") == (None if "warmup_ratio" in fields else 0.1)
-    assert ported.max_prompt_tokens == (None if "max_prompt_length" in fields else 256)
+    assert ported.cut_prompts_to == (None if "max_prompt_length" in fields else 256)
     # a field neither end has is refused on both, with its fix
     refused = RunSettings(model="tiny", rewards=["numeric_correctness_reward"], preset="cpu-smoke",
                           overrides={"vllm_device": "cuda:1", "max_prompt_length": -3}).problems()

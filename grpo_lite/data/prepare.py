@@ -414,8 +414,8 @@ def prepare_dataset(
             renders it: a system prompt the template cannot render is folded into the first user turn (said), and
             prompt lengths are measured and reported.
         max_prompt_tokens: with a tokenizer, prompts longer than this are dropped (``on_long_prompt="drop"``)
-            or rejected with an error naming the first one (``"error"``). GRPOConfig has no
-            ``max_prompt_length`` any more, so this is where long prompts are handled.
+            or rejected with an error naming the first one (``"error"``). A ported ``max_prompt_length`` cuts
+            long prompts instead, as TRL before 0.28 did (grpo_lite.training.trl_compat, cut_prompts_on_the_left).
         chat_template_kwargs: the chat template's keyword arguments the run trains with (Qwen3's
             ``{"enable_thinking": False}``), for measuring prompts as training renders them.
         fold_system_prompt: with a tokenizer whose chat template rejects or drops a system turn (Gemma 2, Mistral

@@ -60,7 +60,7 @@ DIFFERENCES: dict[str, Difference] = {
     "max_prompt_length": Difference(
         "trl", "0.28.0",
         "GRPOConfig.max_prompt_length: the trainer cuts longer prompts on the left (trl/trainer/grpo_trainer.py)",
-        "removed: grpo-lite drops longer prompts before training (trl/trainer/grpo_config.py)", field="removed"),
+        "removed: grpo-lite cuts longer prompts on the left itself (trl/trainer/grpo_trainer.py, _tokenize_prompts)", field="removed"),
     "use_liger_loss": _removed("trl", "0.28.0", "GRPOConfig.use_liger_loss, from 0.25 an old name of use_liger_kernel"),
     "vllm_guided_decoding_regex": _removed("trl", "0.28.0", "GRPOConfig.vllm_guided_decoding_regex",
                                            "removed for vllm_structured_outputs_regex"),

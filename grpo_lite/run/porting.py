@@ -31,7 +31,7 @@ TRANSLATED_FIELDS: dict[str, tuple[str | None, Any, str]] = {
     "push_to_hub_token": ("hub_token", None, "transformers renamed it"),
     "include_inputs_for_metrics": ("include_for_metrics", lambda v: ["inputs"] if v else [], "transformers renamed it"),
     "max_new_tokens": ("max_completion_length", None, "GRPOConfig calls the tokens generated per completion so"),
-    "max_prompt_length": ("max_prompt_tokens", None, "TRL removed it; long prompts are dropped before training instead"),
+    "max_prompt_length": ("cut_prompts_to", None, "TRL removed it; grpo-lite cuts long prompts on the left as TRL did"),
     "overwrite_output_dir": (None, None, "dropped: transformers 5 removed it and always writes into output_dir"),
     "use_mps_device": (None, None, "dropped: transformers 5 removed it and uses an Apple GPU (mps) by itself when there is one"),
 }
@@ -153,7 +153,7 @@ class Ported:
     overrides: dict[str, Any]  # GRPOConfig fields only
     notes: list[str] = field(default_factory=list)  # one line per change, announced once by train()
     translated: dict[str, Any] = field(default_factory=dict)  # the user's field -> {its new form: value}, or None: dropped
-    max_prompt_tokens: int | None = None  # from max_prompt_length: longer prompts are dropped before training
+    cut_prompts_to: int | None = None  # from max_prompt_length: train() cuts longer prompts to their last this many tokens
     adjusted: dict[str, Any] = field(default_factory=dict)  # fields grpo-lite changed from what was asked (the batch rule)
     asked: set[str] = field(default_factory=set)  # the GRPOConfig fields the user set, under their new names
     problems: list[str] = field(default_factory=list)
@@ -182,8 +182,8 @@ def _translation_problem(old: str, value: Any, overrides: dict[str, Any]) -> str
 
 def port_overrides(preset: str, overrides: dict[str, Any]) -> Ported:
     """``overrides`` as the installed TRL reads what the user meant: renamed fields under their new names, removed ones dropped
-    or carried out of the config (``max_prompt_length``), and the per-device batch raised where it cannot hold whole
-    groups of ``num_generations``. Nothing is refused here except what cannot be translated; :func:`_config_problems`
+    or carried out of the config (``max_prompt_length``, which train() applies itself), and the per-device batch raised
+    where it cannot hold whole groups of ``num_generations``. Nothing is refused here except what cannot be translated; :func:`_config_problems`
     checks the rest."""
     ported = Ported(overrides={})
     for key, value in overrides.items():
@@ -210,11 +210,11 @@ def port_overrides(preset: str, overrides: dict[str, Any]) -> Ported:
             continue
         mapped = convert(value) if convert else value
         ported.translated[key] = {new: mapped}
-        if new == "max_prompt_tokens":
-            ported.max_prompt_tokens = mapped
-            ported.notes.append(f"max_prompt_length={value!r} -> prompts over {mapped!r} tokens are dropped before training "
-                                f"(prepare_dataset(..., tokenizer=tok, max_prompt_tokens={mapped!r}); dataset: "
-                                f"{{max_prompt_tokens: {mapped!r}}} in a run YAML): TRL removed max_prompt_length")
+        if new == "cut_prompts_to":
+            ported.cut_prompts_to = mapped
+            ported.notes.append(f"max_prompt_length={value!r} -> a prompt over {mapped!r} tokens, as the chat template renders "
+                                f"it, is cut to its last {mapped!r} for generation and training, as TRL before 0.28 cut it: "
+                                "TRL removed max_prompt_length")
         else:
             ported.overrides[new] = mapped
             ported.notes.append(f"{key}={value!r} -> {new}={mapped!r} ({new}: {mapped!r} in a run YAML): {why}")

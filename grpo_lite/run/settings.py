@@ -705,7 +705,7 @@ def _config_problems(preset: str, overrides: dict[str, Any]) -> list[str]:
 def resolve_options(preset: str = "auto", **overrides: Any) -> dict[str, Any]:
     """The GRPOConfig keyword arguments for ``preset`` (its values, then ``overrides`` as :func:`port_overrides`
     translates them), checked as :meth:`RunSettings.validate` checks them: raises :class:`ConfigError` naming each
-    option to change. ``max_prompt_length`` is no GRPOConfig field: train() drops the long prompts itself."""
+    option to change. ``max_prompt_length`` is no GRPOConfig field: train() cuts the long prompts itself."""
     found = _config_problems(preset, overrides)
     if found:
         raise ConfigError("\n".join(found))

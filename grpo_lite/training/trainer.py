@@ -30,6 +30,7 @@ import dataclasses
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,7 @@ from rewards.calling import check_columns
 from rewards.combine import distinct_names, name_clashes
 from rewards.extract import is_data_frame
 
-from ..data.prepare import DatasetError, as_dataset, check_prompts, prompt_lengths, rows_within
+from ..data.prepare import DatasetError, as_dataset, check_prompts, prompt_lengths
 from ..data.prompts import describe_row_settings, fit_dataset, remember_template_kwargs
 from ..guards.faults import faults_reported
 from ..guards.nan import NaNStop
@@ -61,7 +62,7 @@ from ..run.record import RunRecord, reward_reference, rows_fingerprint
 from ..run.resume import finished_at, resume_checkpoint
 from ..run.settings import REWARD_TIMEOUT, ConfigError, Heldout, RunSettings, resolve_options
 from ..run.stopping import InterruptStops, StopSwitch
-from .trl_compat import generate_with_tokenizer, render_with_template_kwargs, template_kwargs_field
+from .trl_compat import cut_prompts_on_the_left, generate_with_tokenizer, render_with_template_kwargs, template_kwargs_field
 
 
 @dataclass
@@ -134,37 +135,18 @@ def _check_one_batch(dataset, config) -> None:
         )
 
 
-def _drop_long_prompts(dataset, tokenizer, max_prompt_tokens: int, chat_template_kwargs: dict[str, Any]):
-    """The rows whose prompt is at most ``max_prompt_tokens`` tokens (``max_prompt_length``, carried over where TRL
-    removed it), measured as TRL renders them: the chat template's header included.
-
-    TRL before 0.28 kept a longer prompt and cut it to its last max_prompt_length tokens (trl 0.22.2,
-    trl/trainer/grpo_trainer.py, _generate_and_score_completions: truncate_with_protected_tokens, then batch_decode),
-    header first. TRL 1.15 renders chat prompts itself from the messages, and a prompt cut on the left is one no chat
-    model was trained on (no system or user turn opens it): the rows are dropped instead, and how many is said."""
+def _say_cut_prompts(dataset, tokenizer, max_prompt_length: int, chat_template_kwargs: dict[str, Any], by_trl: bool) -> None:
+    """Say how many prompts are cut, by the installed TRL (``by_trl``) or by grpo-lite where TRL removed
+    ``max_prompt_length``, as TRL 0.22-0.27 cut them (trl 0.22.2, trl/trainer/grpo_trainer.py: the rendered prompt's
+    last max_prompt_length tokens, so the template's header goes first). A cut by grpo-lite holds text only: a dataset with images is refused."""
+    if not by_trl and (images := {"image", "images"} & set(dataset.column_names)):
+        raise DatasetError(f"max_prompt_length={max_prompt_length} with an {sorted(images)[0]!r} column: TRL removed "
+                           "max_prompt_length, and grpo-lite cuts text prompts only; drop max_prompt_length, or the images")
     lengths = prompt_lengths(dataset, tokenizer, chat_template_kwargs)
-    cut_before = (f"; TRL before 0.28 kept such prompts, cut on the left to their last {max_prompt_tokens} tokens with the "
-                  "chat template's header first, and the installed TRL renders chat prompts itself, so grpo-lite drops them instead")
-    try:
-        keep = rows_within(lengths, max_prompt_tokens, "max_prompt_length")
-    except DatasetError as error:
-        raise DatasetError(f"{error}{cut_before}") from None
-    if len(keep) < len(lengths):
-        logger.info(f"dropped {len(lengths) - len(keep)} of {len(lengths)} rows whose prompts are over max_prompt_length="
-                    f"{max_prompt_tokens} tokens as the chat template renders them (the longest is {max(lengths)}; "
-                    f"max_prompt_length={max(lengths)} keeps them all){cut_before}")
-    return dataset.select(keep)
-
-
-def _say_cut_prompts(dataset, tokenizer, max_prompt_length: int, chat_template_kwargs: dict[str, Any]) -> None:
-    """Say how many prompts a TRL that still has ``max_prompt_length`` cuts, as it cuts them (trl 0.22.2,
-    trl/trainer/grpo_trainer.py: the rendered prompt's last max_prompt_length tokens, so the template's header goes first)."""
-    from importlib.metadata import version
-
-    lengths = prompt_lengths(dataset, tokenizer, chat_template_kwargs)
-    if cut := sum(n > max_prompt_length for n in lengths):
-        low, high = min(lengths), max(lengths)
-        logger.info(f"TRL {version('trl')} cuts {cut} of {len(lengths)} prompts on the left to their last max_prompt_length="
+    if cut := [n for n in lengths if n > max_prompt_length]:
+        low, high = min(cut), max(cut)
+        cutter = f"TRL {version('trl')} " if by_trl else ""  # else grpo-lite, whose name opens every line it says
+        logger.info(f"{cutter}cuts {len(cut)} of {len(lengths)} prompts on the left to their last max_prompt_length="
                     f"{max_prompt_length} tokens, the chat template's header first (they are "
                     f"{f'{low}-{high}' if low < high else high} tokens as it renders them); max_prompt_length={high} keeps "
                     "them whole")
@@ -181,8 +163,10 @@ def _check_trainable(model) -> None:
         )
 
 
-def _check_sequence_length(model, tokenizer, dataset, config, chat_template_kwargs: dict[str, Any]) -> None:
-    """Refuse a run whose longest prompt plus ``max_completion_length`` exceeds the model's ``max_seq_length``.
+def _check_sequence_length(model, tokenizer, dataset, config, chat_template_kwargs: dict[str, Any],
+                           max_prompt_length: int | None) -> None:
+    """Refuse a run whose longest prompt, cut to ``max_prompt_length`` where one is set, plus ``max_completion_length``
+    exceeds the model's ``max_seq_length``.
 
     Unsloth's loader sets ``model.max_seq_length`` from ``load_model(max_seq_length=...)`` and sizes the model's
     RoPE cache and vLLM's maximum model length from it (unsloth/models/llama.py, unsloth_zoo/vllm_utils.py):
@@ -192,8 +176,8 @@ def _check_sequence_length(model, tokenizer, dataset, config, chat_template_kwar
     if not isinstance(limit, int) or "prompt" not in dataset.column_names:
         return
     longest = max(prompt_lengths(dataset, tokenizer, chat_template_kwargs), default=0)
-    if getattr(config, "max_prompt_length", None):  # a TRL that still has it cuts longer prompts to it
-        longest = min(longest, config.max_prompt_length)
+    if max_prompt_length:
+        longest = min(longest, max_prompt_length)
     if longest + config.max_completion_length > limit:
         raise ConfigError(
             f"the longest prompt ({longest} tokens) plus max_completion_length={config.max_completion_length} exceeds the "
@@ -344,14 +328,14 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
     # TRL renders the prompt column itself: it gets the messages grpo-lite renders, a system turn kept or folded
     dataset = fit_dataset(dataset, tokenizer, template, fold_system_prompt=settings.fold_system_prompt)
     remember_template_kwargs(tokenizer, template)
-    if ported.max_prompt_tokens is not None:
-        dataset = _drop_long_prompts(dataset, tokenizer, ported.max_prompt_tokens, template)
-    elif getattr(config, "max_prompt_length", None):
-        _say_cut_prompts(dataset, tokenizer, config.max_prompt_length, template)
+    # a TRL that still has max_prompt_length cuts long prompts itself; where TRL removed it, grpo-lite cuts them alike
+    max_prompt_length = getattr(config, "max_prompt_length", None) or ported.cut_prompts_to
+    if max_prompt_length:
+        _say_cut_prompts(dataset, tokenizer, max_prompt_length, template, by_trl=not ported.cut_prompts_to)
     if (per_row := describe_row_settings(tokenizer, dataset, template)) is not None:  # counted over the rows trained on
         logger.info(per_row)
     _check_one_batch(dataset, config)
-    _check_sequence_length(model, tokenizer, dataset, config, template)
+    _check_sequence_length(model, tokenizer, dataset, config, template, max_prompt_length)
     heldout = settings.heldout if settings.heldout is not None and settings.heldout.data is not None else None
     if heldout is not None and is_data_frame(heldout.data):
         heldout = dataclasses.replace(heldout, data=as_dataset(heldout.data))
@@ -399,6 +383,8 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
         switch,  # last: it acts on stop requests made by the callbacks before it at the same step
     ]
     trainer = _grpo_trainer(model, tokenizer, dataset, guarded, config, watchers)
+    if ported.cut_prompts_to:
+        cut_prompts_on_the_left(trainer, ported.cut_prompts_to)
     with (faults_reported(trainer), generate_with_tokenizer(trainer.model, tokenizer, config),
           render_with_template_kwargs(trainer, tokenizer, template)):
         try:

@@ -10,6 +10,8 @@ Once Unsloth is imported, ``trl.GRPOTrainer`` is Unsloth's generated trainer for
 ``model.for_training()`` on every step and picks mixed precision itself: :func:`prepare_for_unsloth_trainer` gives
 a model not loaded by Unsloth (the demo, ``backend="transformers"`` or ``"cpu"``) the two methods Unsloth's
 loaders attach, and keeps an fp32 run in fp32.
+
+TRL 0.28 removed ``max_prompt_length``; :func:`cut_prompts_on_the_left` cuts a ported one where TRL cut it before.
 """
 
 from __future__ import annotations
@@ -238,6 +240,7 @@ def render_with_template_kwargs(trainer, tokenizer, chat_template_kwargs: dict):
         return output
 
     tokenizer.apply_chat_template = apply_chat_template
+    wrapped = vars(trainer).get("_generate_and_score_completions")  # another wrapper of the run's (samples.py), kept
     if columns:
         trainer._generate_and_score_completions = generate_and_score
     try:
@@ -245,4 +248,27 @@ def render_with_template_kwargs(trainer, tokenizer, chat_template_kwargs: dict):
     finally:
         del tokenizer.apply_chat_template
         if columns:
-            del trainer._generate_and_score_completions
+            if wrapped is None:
+                del trainer._generate_and_score_completions
+            else:
+                trainer._generate_and_score_completions = wrapped
+
+
+def cut_prompts_on_the_left(trainer, max_prompt_length: int) -> None:
+    """Give every prompt ``trainer`` generates from and scores its last ``max_prompt_length`` tokens, as TRL 0.22-0.27
+    cut them (trl 0.22.2, trl/trainer/grpo_trainer.py, _generate_and_score_completions: truncate_with_protected_tokens).
+
+    TRL 1.15 renders and tokenizes each batch's prompts in ``_tokenize_prompts`` and both its generation paths
+    (transformers and vLLM, ``_generate_single_turn``) and its log-probability pass take those ids (``_generate`` returns
+    them to ``_generate_and_score_completions``): the ids are cut as they come back, whatever rendered them. Unsloth's
+    generated trainer keeps both (unsloth/models/rl.py, _patch_trl_rl_trainers: no rl_replacements.py edit touches
+    ``_tokenize_prompts``, and ``grpo_trainer__generate`` only guards vLLM's weight sync in ``_generate``, keeping its
+    call). Only text prompts reach here: train() refuses a dataset with images before a cut."""
+    tokenize = trainer._tokenize_prompts
+
+    @functools.wraps(tokenize)
+    def tokenize_and_cut(prompts):
+        prompt_ids, images, multimodal_fields = tokenize(prompts)
+        return [list(ids)[-max_prompt_length:] for ids in prompt_ids], images, multimodal_fields
+
+    trainer._tokenize_prompts = tokenize_and_cut

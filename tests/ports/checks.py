@@ -41,7 +41,7 @@ def check_port(output_dir, err: str, original: dict, trained_args, batch_raised:
             assert key not in config, key
             assert len([line for line in said if line.startswith((f"grpo-lite: {key}=", f"grpo-lite: {key} -> "))]) == 1, key
             for new, mapped in (translated[key] or {}).items():
-                assert new == "max_prompt_tokens" or config[new] == mapped, key
+                assert new == "cut_prompts_to" or config[new] == mapped, key
         elif key == "per_device_train_batch_size" and batch_raised:  # Unsloth's batch rule, said once
             assert config[key] == original["num_generations"]
             assert len([line for line in said if line.startswith(f"grpo-lite: {key}={value} -> ")]) == 1

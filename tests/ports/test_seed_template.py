@@ -6,7 +6,6 @@ report_to="wandb" (an account); added: max_steps=2. The template's rewards are n
 of its three (incremental format, soft format, exact match) stand in for them."""
 
 import pytest
-from stacks import removed_here
 
 from grpo_lite import prepare_dataset, train
 from grpo_lite.data.prepare import DatasetError
@@ -46,11 +45,11 @@ def test_the_seed_templates_whole_config_trains(tiny_model, tmp_path, capsys):
     assert type(result.trainer.optimizer.optimizer).__module__.startswith("bitsandbytes.optim")
 
 
-@removed_here("max_prompt_length")  # TRL 0.22 cuts long prompts instead of dropping them: all 4 rows train
 def test_rows_that_cannot_fill_one_step_are_refused(tiny_model, tmp_path):
     model, tokenizer = tiny_model
-    dataset = prepare_dataset(GSM8K_ROWS, tokenizer=tokenizer)  # 3 of its 4 prompts are over 256 tokens on this tokenizer
+    # 3 prompts, each kept (those over max_prompt_length=256 cut), for a batch of 8 x 4 steps in groups of 8: 4 prompts
+    dataset = prepare_dataset(GSM8K_ROWS[:3], tokenizer=tokenizer)
     port = {k: v for k, v in SEED_GRPO_CONFIG.items() if k not in ("bf16", "report_to")}
-    with pytest.raises(DatasetError, match=r"the dataset has 1 rows and one generation batch takes 4 prompts .* so no step could train"):
+    with pytest.raises(DatasetError, match=r"the dataset has 3 rows and one generation batch takes 4 prompts .* so no step could train"):
         train(model, tokenizer, dataset, ["soft_xml_format_reward"], output_dir=tmp_path, dashboard=False, max_steps=2,
               report_to="none", **{**port, "max_completion_length": 8})
