@@ -75,9 +75,11 @@ def test_unsloths_gpt_oss_notebook_trains_as_written(tmp_path, capsys, monkeypat
     samples = read_samples(output_dir)
     assert samples and all(row["template_columns"] == {"reasoning_effort": "low"} for row in samples)
 
-    # LoRA trained the experts
-    experts = [p for name, p in result.model.named_parameters() if "experts" in name and "lora_B" in name]
-    assert experts and any(p.abs().sum() > 0 for p in experts)
+    # the optimizer trains LoRA on the experts (whether they move depends on the rewards differing, which the notebook's
+    # do not for a random model: tests/test_families.py moves them with a reward that differs)
+    experts = {id(p) for name, p in result.model.named_parameters() if "experts" in name and "lora_" in name}
+    optimized = {id(p) for group in result.trainer.optimizer.param_groups for p in group["params"]}
+    assert experts and experts <= optimized
 
     exec(_on_this_device(64), ns)  # the notebook's generation after training
     exec(CELLS[66], ns)  # its export cells, each under "if False"
