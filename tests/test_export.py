@@ -306,6 +306,8 @@ def test_the_adapter_export_after_training_is_the_trained_adapter_alone(tiny_mod
 
     configs = sorted(str(p.relative_to(tmp_path / "adapter")) for p in (tmp_path / "adapter").rglob("adapter_config.json"))
     assert configs == ["adapter_config.json"]  # TRL 1.x's frozen "ref" copy is not written beside it
+    assert not (tmp_path / "run" / "ref").exists()  # nor in the run's own folder
+    assert list(result.model.peft_config) == [result.model.active_adapter]
     ids = tokenizer("What is 3 + 3?", return_tensors="pt")["input_ids"]
     reloaded = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_model_dir), tmp_path / "adapter").eval()
     base = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()

@@ -401,6 +401,7 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
             if (steps := finished or trainer.state.global_step) > 0:
                 note_trained(model, trainer.model, run=f"{output_dir} ({steps} step{'s' if steps > 1 else ''})")
         if switch.save and finished is None:  # after a NaN the last good checkpoint is the result: nothing is saved over it
+            _drop_reference_adapter(trainer.accelerator.unwrap_model(trainer.model))
             trainer.save_model(str(output_dir))  # the Trainer writes from the main process only
             if trainer.is_world_process_zero():
                 tokenizer.save_pretrained(str(output_dir))
@@ -410,6 +411,15 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
         raise switch.error
     return TrainResult(trainer=trainer, output_dir=output_dir, rewards=guarded,
                        evaluation=evaluation[0].comparison if evaluation else None, stopped=switch.reason)
+
+
+def _drop_reference_adapter(model) -> None:
+    """Drop TRL 1.x's frozen "ref" copy of the adapter once the run has trained: it served the KL term of a beta > 0 run
+    (trl/trainer/grpo_trainer.py, GRPOTrainer.__init__: model.add_adapter("ref", ...)), and PEFT would save it beside the
+    trained adapter in the run's folder, a second adapter doubling it (export saves the trained one alone too). The
+    checkpoints keep it, for a resumed run to measure its KL from (:func:`_restore_trained_adapter`)."""
+    if "ref" in getattr(model, "peft_config", {}) and getattr(model, "active_adapter", None) != "ref":
+        model.delete_adapter("ref")
 
 
 def _restore_trained_adapter(model, checkpoint: Path) -> None:
