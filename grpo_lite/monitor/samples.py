@@ -93,10 +93,19 @@ def note_row_settings(trainer, settings: list[dict[str, Any]]) -> None:
     _ROW_SETTINGS.setdefault(trainer, deque(maxlen=getattr(logged, "maxlen", None))).extend(settings)
 
 
+def _kept(table: weakref.WeakKeyDictionary, trainer) -> Any:
+    """What ``table`` keeps for ``trainer``; nothing for a trainer that cannot be weakly referenced (a stand-in of
+    TRL's, as benchmarks/long_run.py drives the callbacks with), for which nothing was kept."""
+    try:
+        return table.get(trainer, ())
+    except TypeError:
+        return ()
+
+
 def prompts_as_given(trainer, logged: list) -> list:
     """The trainer's logged prompts as the dataset gave them: as logged from TRL 1.15, else the prompts
     :func:`keep_prompts_as_given` kept for them, by place."""
-    given = list(_GIVEN_PROMPTS.get(trainer, ()))
+    given = list(_kept(_GIVEN_PROMPTS, trainer))
     if stack.newer("logged_prompts_as_given") or len(given) < len(logged):
         return logged
     return given[len(given) - len(logged):]
@@ -113,7 +122,7 @@ def batch_samples(trainer, step: int) -> list[dict[str, Any]]:
     scores = {name: list(values)[-n:] for name, values in logs["rewards"].items()}
     weights = getattr(trainer, "reward_weights", None)
     weights = [float(w) for w in weights] if weights is not None else [1.0] * len(scores)
-    settings = list(_ROW_SETTINGS.get(trainer, ()))[-n:]
+    settings = list(_kept(_ROW_SETTINGS, trainer))[-n:]
     rows = []
     for i in range(n):
         rewards = {name: _score(values[i]) for name, values in scores.items()}
