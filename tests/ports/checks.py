@@ -55,3 +55,16 @@ def check_port(output_dir, err: str, original: dict, trained_args, batch_raised:
     # transformers 4 stamps logging_dir's default with the time it was made
     assert differs - {"generation_batch_size", "steps_per_generation", "logging_dir"} - user <= set(table) | {"output_dir"} - user
     return config
+
+
+def run_config_cell(cell: str, changes: dict[str, str], ns: dict) -> tuple[dict, str]:
+    """Run a notebook's ``GRPOConfig(...)`` cell in ``ns`` with ``changes`` (each old text there, replaced by the new),
+    and return its keywords as train() takes them, with the tests' one addition (``max_steps=2``, the run's length), and
+    its ``output_dir``."""
+    for old, new in changes.items():
+        assert old in cell
+        cell = cell.replace(old, new)
+    exec(cell, ns)
+    args = dict(ns["training_args"])
+    args["max_steps"] = 2  # ADDED: the run's length
+    return args, args.pop("output_dir")

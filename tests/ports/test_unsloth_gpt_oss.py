@@ -13,7 +13,7 @@ from grpo_lite import load_model, train
 from grpo_lite.data.prompts import prompt_token_ids
 from grpo_lite.monitor.samples import read_samples
 
-from .checks import check_port
+from .checks import check_port, run_config_cell
 from .unsloth_gpt_oss_cells import CELLS
 
 # Cells 8 and 10: FastLanguageModel.from_pretrained + get_peft_model, here load_model with the same keywords but for
@@ -47,14 +47,7 @@ def test_unsloths_gpt_oss_notebook_trains_as_written(tmp_path, capsys, monkeypat
     for cell in CELLS_BEFORE_THE_DATA:
         exec(_on_this_device(cell), ns)
     exec(CELLS[56], ns)  # 1000 rows of one prompt, reasoning_effort "low"; maximum_length from the raw prompt
-    cell_58 = CELLS[58]
-    for old, new in CELL_58_CHANGES.items():
-        assert old in cell_58
-        cell_58 = cell_58.replace(old, new)
-    exec(cell_58, ns)
-    args = dict(ns["training_args"])
-    args["max_steps"] = 2  # ADDED: the run's length (100 in the notebook)
-    output_dir = args.pop("output_dir")
+    args, output_dir = run_config_cell(CELLS[58], CELL_58_CHANGES, ns)  # max_steps=2 added (100 in the notebook)
 
     # cells 60 and 62: GRPOTrainer(model, processing_class=tokenizer, reward_funcs=[...], args=training_args,
     # train_dataset=dataset).train()

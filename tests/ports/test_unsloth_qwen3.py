@@ -8,7 +8,7 @@ from grpo_lite import load_model, train
 from grpo_lite.machine import stack
 from grpo_lite.run.record import read_run
 
-from .checks import check_port
+from .checks import check_port, run_config_cell
 from .unsloth_qwen3_cells import CELLS
 
 # REPLACED (hub): rows of unsloth/OpenMathReasoning-mini's shape (split "cot"); the last one's answer is not a number,
@@ -97,14 +97,7 @@ def test_unsloths_qwen3_notebook_warms_up_then_trains_as_written(tiny_model_dir,
 
     for cell in (31, 33, 38, 40, 42, 47, 49, 51, 53, 55, 57):  # the GRPO rows, rewards, the prompt-length quantile
         exec(_edited(cell), ns)
-    cell_59 = CELLS[59]
-    for old, new in CELL_59_CHANGES.items():
-        assert old in cell_59
-        cell_59 = cell_59.replace(old, new)
-    exec(cell_59, ns)
-    args = dict(ns["training_args"])
-    args["max_steps"] = 2  # ADDED: the run's length (100 in the notebook)
-    output_dir = args.pop("output_dir")
+    args, output_dir = run_config_cell(CELLS[59], CELL_59_CHANGES, ns)  # max_steps=2 added (100 in the notebook)
 
     # cell 61: GRPOTrainer(model, processing_class=tokenizer, reward_funcs=[...], args=training_args, train_dataset=dataset)
     capsys.readouterr()
