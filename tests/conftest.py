@@ -71,9 +71,12 @@ def pytest_terminal_summary(terminalreporter, config):
     """Say which sandbox isolation the code-execution tests ran under on this machine, how the generated inputs ended,
     and print the table of injected faults when their tests ran (shown with -q too; benchmarks/faults_table.py
     publishes it)."""
-    from rewards.sandbox import isolation
+    from rewards.sandbox import SandboxUnavailable, isolation
 
-    terminalreporter.write_line(f"sandbox isolation: {isolation()}")
+    try:
+        terminalreporter.write_line(f"sandbox isolation: {isolation()}")
+    except SandboxUnavailable as unavailable:  # a machine without bubblewrap (the GPU machine) still reports its tests
+        terminalreporter.write_line(f"sandbox isolation: none here ({unavailable})")
     generated = config.stash.get(GENERATED, None)
     if generated is not None and generated.kinds:
         terminalreporter.write_line("generated input (tests/test_generated_*.py), by kind:")
