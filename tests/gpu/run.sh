@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # grpo-lite's GPU checks on an offline GPU machine, in one call: the GPU tests and the GPU benchmark, part by part in
-# priority order, each under its own time limit, within one budget (8 minutes by default). From the checkout's root,
+# priority order, each under its own time limit, within one budget (560 s by default: one call of the GPU machine). From the checkout's root,
 # with the kit built by `bash ../shared/gpu/build-kit.sh` sent along (.gpu-kit is git-ignored: name it when copying):
 #
 #   OUT=/path bash tests/gpu/run.sh all      # every part below, in order
-#   OUT=/path bash tests/gpu/run.sh compare  # one part (or several: load fp16 ...)
+#   OUT=/path bash tests/gpu/run.sh compare  # one part (or several: tests compare)
 #   bash tests/gpu/run.sh plan               # the plan alone
 #   GPU_DRY_RUN=1 bash tests/gpu/run.sh all  # on a CPU with this checkout's Python, no kit: the tests skip without
 #                                            # CUDA, the benchmark runs its CPU rows; every step of the script runs
@@ -17,26 +17,26 @@ set -uo pipefail
 
 dry_run="${GPU_DRY_RUN:-}"
 out="${OUT:-gpu-out}"
-budget="${GPU_RUN_BUDGET_S:-$([[ -n "$dry_run" ]] && echo 1200 || echo 480)}"
+budget="${GPU_RUN_BUDGET_S:-$([[ -n "$dry_run" ]] && echo 1200 || echo 560)}"  # one call of 600 s, less the kit's unpacking margin
 py="${GPU_PYTHON:-python3}"
 min_part_s=20  # a part is not started with less time than this left
 
-# The plan on a GPU, in priority order. Seconds come from the first GPU run (H200, shared/gpu/first-run-2026-11-26.md):
-# a 0.5B model built in 6.5 s; Unsloth's 4-bit load 6.8 s, bitsandbytes' 0.7 s; ten steps of 8 x 128 tokens 100.4 s
-# with Unsloth's first compile (steps themselves 5.3-6.4 s, so the compile and set-up about 42 s); preview 10.0 s,
-# evaluate 4.2 s, export 22.2 s, resume by 2 steps 25.8 s; the T4 test reached its first generation at 67 s.
-# The run now trains 6 steps of 64 tokens (tests/gpu/on_gpu.py SHORT_RUN: about 3.5 s a step), and each pytest part
-# pays about 15 s of start-up (pytest, Unsloth's import).
+# The plan on a GPU, in priority order. Seconds come from the GPU run of 2026-11-27 (H200, docs/benchmarks.md, "GPU:
+# plain TRL vs grpo-lite backends"): each pytest process paid about 40 s before its first test (pytest, Unsloth's import
+# and patching), so the tests share one process; the Unsloth run's tests took 167 s (preview 23, six steps 88 with
+# Unsloth's first compile, evaluate 5, export 24, resume 28), load 9.5, fp16 76; the out-of-memory test was stopped by
+# its limit before it finished (planned: a fresh interpreter's start-up, a load, an oversized batch, 2 steps).
+# The comparison's rows took: plain TRL 43, Unsloth 88 (its own compile), dynamic cache 26, Unsloth's generation 39,
+# paged 28; the compiled static cache did not finish in 34 s; bitsandbytes was not reached. What the budget leaves out
+# runs in a second call on the still-warm machine: GPU_COMPARE_ROWS=grpo_lite_bnb4,gen_dynamic,... run.sh compare.
 #   part          limit planned  where the planned seconds come from
 PLAN="
-setup           60    15   unpack the kit, versions, build the 0.5B model once for every part (6.5 s)
-load            60    25   start-up 15 + Unsloth 4-bit load 6.8 + bitsandbytes 0.7
-unsloth_run    240   136   start-up 15 + compile 42 + 6 steps x 3.5 + preview 10.0 + evaluate 4.2 + export 22.2 + resume 21
-fp16           150    75   start-up 15 + load 6.8 + fp16 compile 42 + 3 steps x 3.5
-out_of_memory  150   100   not measured yet: start-up, load, an oversized batch until CUDA runs out, 2 steps that fit
-compare        300   129   in this order while time is left: plain TRL 25, Unsloth 45, dynamic cache 15, Unsloth generate 25, paged 20
-families        90     0   only with time left over (tests/gpu/test_gpu_families.py, where it exists)
+setup           60    36   unpack the kit, versions, build the 0.5B model once for every part (36 s)
+tests          420   393   start-up 40 + load 9.5 + Unsloth run 167 + fp16 76 + out of memory 100 (not measured yet)
+compare        300   131   rows in order while time is left: plain TRL 43, Unsloth 88, then bitsandbytes and the engines
+families        90     0   only with time left over (tests/gpu/test_gpu_families.py)
 "
+TEST_FILES=(tests/gpu/test_gpu_load.py tests/gpu/test_gpu_train.py tests/gpu/test_gpu_t4_fp16.py tests/gpu/test_gpu_out_of_memory.py)
 COMPARE_ARGS=(--shape qwen2.5-0.5b --steps 2 --completion-tokens 64)
 
 mkdir -p "$out"
@@ -68,26 +68,21 @@ run_part() {  # run_part PART LIMIT: the part's commands, under `timeout`
 from grpo_lite.model.tiny import build_tiny_model
 build_tiny_model(sys.argv[1], **({} if sys.argv[2] else {'like': 'qwen2.5-0.5b', 'dtype': 'bfloat16'}))" "$work/model" "$dry_run"
       ;;
-    load | unsloth_run | fp16 | out_of_memory | families)
-      local file
-      case "$part" in
-        load) file=tests/gpu/test_gpu_load.py ;;
-        unsloth_run) file=tests/gpu/test_gpu_train.py ;;
-        fp16) file=tests/gpu/test_gpu_t4_fp16.py ;;
-        out_of_memory) file=tests/gpu/test_gpu_out_of_memory.py ;;
-        families) file=tests/gpu/test_gpu_families.py ;;
-      esac
-      if [[ ! -f $file ]]; then
-        echo "no $file"
+    tests | families)
+      local files=("${TEST_FILES[@]}")
+      [[ $part == families ]] && files=(tests/gpu/test_gpu_families.py)
+      if [[ ! -f ${files[0]} ]]; then
+        echo "no ${files[0]}"
         return 3
       fi
       # SIGINT, so that pytest stops as on Ctrl-C and still writes its JUnit XML and durations
       timeout -s INT -k 20 "$limit" "$py" -m pytest -m gpu -rA -s -p no:cacheprovider -o addopts="" --durations=0 \
-        --junitxml="$work/$part.xml" "$file" 2>&1 | tee -a "$out/gpu-tests.log"
+        --junitxml="$work/$part.xml" "${files[@]}" 2>&1 | tee -a "$out/gpu-tests.log"
       ;;
     compare)
       local compare=("${COMPARE_ARGS[@]}")
       [[ -n "$dry_run" ]] && compare=(--dry-run)
+      [[ -n "${GPU_COMPARE_ROWS:-}" ]] && compare+=(--variants "$GPU_COMPARE_ROWS")
       timeout -k 20 "$limit" "$py" benchmarks/gpu_compare.py "${compare[@]}" --model-dir "$work/model" \
         --budget-s $((limit - 15)) --json "$out/gpu_compare.json" --table "$out/gpu_compare.md" 2>"$out/gpu_compare.log"
       ;;
@@ -116,7 +111,7 @@ export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 echo "plan: $budget s in all"
 print_plan
 : >"$out/gpu-tests.log"
-{ echo "what each part took (this run: ${dry_run:+dry run on a CPU, }budget $budget s)"
+{ echo "what each part took (bash tests/gpu/run.sh $*: ${dry_run:+dry run on a CPU, }budget $budget s)"
   printf '%-14s %7s %9s %10s  %s\n' part "limit s" "planned s" "measured s" result; } >"$timeline"
 
 status=0
