@@ -25,6 +25,7 @@ import torch
 from ..data.prompts import DatasetError, row_settings, template_columns
 from ..machine import stack
 from ..monitor.samples import note_row_settings
+from ..run.settings import ConfigError
 
 
 class TorchLogProbFunction:
@@ -254,21 +255,53 @@ def render_with_template_kwargs(trainer, tokenizer, chat_template_kwargs: dict):
                 trainer._generate_and_score_completions = wrapped
 
 
+def image_token_ids(processing_class, config) -> set[int]:
+    """The ids that stand for an image in a rendered prompt: what TRL 0.22 keeps when it cuts a prompt (trl 0.22.2,
+    grpo_trainer.py: the processor's ``image_token_id`` and the config's ``vision_start_token_id`` and
+    ``vision_end_token_id``), and the image's begin and end markers of families whose config names them otherwise
+    (Gemma 3: ``boi_token_index``, ``eoi_token_index``), so that a cut never leaves half an image."""
+    names = ("vision_start_token_id", "vision_end_token_id", "boi_token_index", "eoi_token_index", "image_token_id",
+             "image_token_index")
+    ids = {getattr(processing_class, "image_token_id", None), *(getattr(config, name, None) for name in names)}
+    return {i for i in ids if isinstance(i, int)}
+
+
+def keep_for_cut(ids: list[int], max_prompt_length: int, kept: set[int]) -> list[bool]:
+    """Which of a prompt's ids a cut to ``max_prompt_length`` keeps: every id in ``kept`` (an image's tokens, which
+    its pixels need) and the last of the others, as trl 0.22.2 cuts (trl/trainer/utils.py,
+    truncate_with_protected_tokens). A text prompt keeps its last ``max_prompt_length`` ids."""
+    protected = [i in kept for i in ids]
+    room = max_prompt_length - sum(protected)
+    if room < 0:
+        raise ConfigError(f"max_prompt_length={max_prompt_length} is shorter than a prompt's {sum(protected)} image "
+                          f"tokens: raise max_prompt_length to at least {sum(protected)}, or make the images smaller")
+    others = [n for n, is_kept in enumerate(protected) if not is_kept]
+    chosen = set(others[len(others) - room:]) if room else set()
+    return [is_kept or n in chosen for n, is_kept in enumerate(protected)]
+
+
 def cut_prompts_on_the_left(trainer, max_prompt_length: int) -> None:
     """Give every prompt ``trainer`` generates from and scores its last ``max_prompt_length`` tokens, as TRL 0.22-0.27
-    cut them (trl 0.22.2, trl/trainer/grpo_trainer.py, _generate_and_score_completions: truncate_with_protected_tokens).
+    cut them (trl 0.22.2, trl/trainer/grpo_trainer.py, _generate_and_score_completions: truncate_with_protected_tokens),
+    an image's tokens kept whole (``keep_for_cut``).
 
     TRL 1.15 renders and tokenizes each batch's prompts in ``_tokenize_prompts`` and both its generation paths
     (transformers and vLLM, ``_generate_single_turn``) and its log-probability pass take those ids (``_generate`` returns
-    them to ``_generate_and_score_completions``): the ids are cut as they come back, whatever rendered them. Unsloth's
-    generated trainer keeps both (unsloth/models/rl.py, _patch_trl_rl_trainers: no rl_replacements.py edit touches
-    ``_tokenize_prompts``, and ``grpo_trainer__generate`` only guards vLLM's weight sync in ``_generate``, keeping its
-    call). Only text prompts reach here: train() refuses a dataset with images before a cut."""
+    them to ``_generate_and_score_completions``): the ids are cut as they come back, whatever rendered them, and so are
+    the processor's fields with one value per token (Gemma 3's ``token_type_ids``). Unsloth's generated trainer keeps
+    both (unsloth/models/rl.py, _patch_trl_rl_trainers: no rl_replacements.py edit touches ``_tokenize_prompts``, and
+    ``grpo_trainer__generate`` only guards vLLM's weight sync in ``_generate``, keeping its call)."""
     tokenize = trainer._tokenize_prompts
+    kept = image_token_ids(trainer.processing_class, trainer.model.config)
 
     @functools.wraps(tokenize)
     def tokenize_and_cut(prompts):
         prompt_ids, images, multimodal_fields = tokenize(prompts)
-        return [list(ids)[-max_prompt_length:] for ids in prompt_ids], images, multimodal_fields
+        keeps = [keep_for_cut(list(ids), max_prompt_length, kept) for ids in prompt_ids]
+        per_token = {name: values for name, values in multimodal_fields.items()
+                     if isinstance(values, list) and len(values) == len(keeps)
+                     and all(isinstance(v, list) and len(v) == len(k) for v, k in zip(values, keeps))}
+        cut = {name: [[x for x, keep in zip(row, k) if keep] for row, k in zip(values, keeps)] for name, values in per_token.items()}
+        return [[i for i, keep in zip(ids, k) if keep] for ids, k in zip(prompt_ids, keeps)], images, {**multimodal_fields, **cut}
 
     trainer._tokenize_prompts = tokenize_and_cut
