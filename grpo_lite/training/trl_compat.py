@@ -271,12 +271,12 @@ def keep_for_cut(ids: list[int], max_prompt_length: int, kept: set[int]) -> list
     its pixels need) and the last of the others, as trl 0.22.2 cuts (trl/trainer/utils.py,
     truncate_with_protected_tokens). A text prompt keeps its last ``max_prompt_length`` ids."""
     protected = [i in kept for i in ids]
-    room = max_prompt_length - sum(protected)
+    room = min(max_prompt_length - sum(protected), len(ids) - sum(protected))
     if room < 0:
         raise ConfigError(f"max_prompt_length={max_prompt_length} is shorter than a prompt's {sum(protected)} image "
                           f"tokens: raise max_prompt_length to at least {sum(protected)}, or make the images smaller")
     others = [n for n, is_kept in enumerate(protected) if not is_kept]
-    chosen = set(others[len(others) - room:]) if room else set()
+    chosen = set(others[len(others) - room:])  # room <= len(others) here: no negative start
     return [is_kept or n in chosen for n, is_kept in enumerate(protected)]
 
 
