@@ -225,3 +225,46 @@ def test_the_final_frame_times_training_only_and_evaluation_shows_progress_witho
     assert minutes * 60 + seconds <= trained + 1, "the time after the last step is not training time"
     err = capfd.readouterr().err
     assert "held-out before training: greedy" in err and "held-out after training: greedy" in err and "4/4" in err
+
+
+class _LoggedBatch:
+    """What samples.py reads of a GRPOTrainer: its ``_logs`` of the last batch, as TRL keeps them (trl/trainer/
+    grpo_trainer.py: ``images``, a list per sample, from TRL 0.25; ``image``, one per sample, in TRL 0.22). The batch is
+    written here; the real trainer's, with a vision-language model, is in tests/test_vision.py."""
+
+    def __init__(self, images_key, images):
+        prompt = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "What colour is it?"}]}]
+        self._logs = {"prompt": [prompt] * 4, "completion": ["red", "blue", "red", "green"], "advantages": [1.0, -1.0, 0.5, -0.5],
+                      "rewards": {"colour": [1.0, 0.0, 1.0, 0.0]}, images_key: images}
+        self.reward_weights = [1.0]
+
+
+@pytest.mark.parametrize("images_key", ["images", "image"])
+def test_each_sample_refers_to_its_image_and_the_dashboard_shows_it_small(images_key, tmp_path):
+    from PIL import Image
+
+    from grpo_lite.monitor.samples import THUMBNAIL_PX, batch_samples
+    from grpo_lite.monitor.show import show_run
+
+    red, blue = Image.new("RGB", (640, 320), "red"), Image.new("L", (100, 700), 90)
+    images = [red, red, blue, blue] if images_key == "image" else [[red], [red], [blue, red], [blue, red]]
+    log = SampleLog(tmp_path)
+    log.add(batch_samples(_LoggedBatch(images_key, images), step=1))
+    rows = read_samples(tmp_path)
+    assert [len(r["images"]) for r in rows] == ([1] * 4 if images_key == "image" else [1, 1, 2, 2])
+    names = {name for r in rows for name in r["images"]}
+    assert len(names) == 2 and {p.name for p in (tmp_path / "sample_images").iterdir()} == {n.split("/")[1] for n in names}
+    assert (tmp_path / "samples.jsonl").stat().st_size < 4000  # names, not the images
+    for name in names:
+        with Image.open(tmp_path / name) as thumb:
+            assert max(thumb.size) == THUMBNAIL_PX and thumb.mode == "RGB"
+    assert rows[0]["images"] != rows[2]["images"] and rows[0]["prompt"][0]["content"][1]["text"] == "What colour is it?"
+
+    dashboard = LiveDashboard(tmp_path, view="log")
+    dashboard.samples = log
+    page = frame_html(dashboard.frame())
+    assert page.count('class="grpo-lite-thumbnail"') == sum(len(r["images"]) for r in rows)
+    assert "What colour is it?" in page and "data:image/png;base64," in page
+    (tmp_path / "metrics.jsonl").write_text('{"step": 1, "reward": 0.5}\n')
+    finished = show_run(tmp_path, view="log")  # a finished run's dashboard reads the thumbnails from its folder
+    assert frame_html(finished.frame()).count('class="grpo-lite-thumbnail"') == page.count('class="grpo-lite-thumbnail"')

@@ -221,9 +221,16 @@ class LiveDashboard(RunCallback):
             header=self._header(state),
             latest=self.history[-1] if self.history else {},
             warnings=self.health.summary(),
-            samples=list(self.samples.recent)[-self.samples_shown:] if self.samples is not None else [],
+            samples=[self._with_thumbnails(row) for row in list(self.samples.recent)[-self.samples_shown:]] if self.samples is not None else [],
             png=self.png,
         )
+
+    def _with_thumbnails(self, row: dict[str, Any]) -> dict[str, Any]:
+        """A sample as the views show it: with its images' thumbnails (PNG bytes) where it has images."""
+        if not row.get("images"):
+            return row
+        pngs = [self.samples.thumbnail(name, self.output_dir) for name in row["images"]]
+        return {**row, "thumbnails": [png for png in pngs if png]}
 
     def draw(self, state=None, chart: bool = True) -> None:
         """Redraw now; with ``chart``, re-render the charts and ``dashboard.png`` (written whole, so that a

@@ -3,8 +3,9 @@
 One line per completion of each logged step, from GRPOTrainer's own record of the batch: ``step``,
 ``prompt`` (as the trainer got it: chat messages or a string), ``completion``, ``rewards`` (name -> score, null where a reward did not apply), ``total`` and
 ``advantage``; in a run whose dataset has columns the chat template reads (gpt-oss's ``reasoning_effort``),
-``template_columns``: the row's values the prompt was rendered with. The file is bounded: past ``max_rows`` it keeps the
-newest half.
+``template_columns``: the row's values the prompt was rendered with; in a run with images, ``images``: the prompt's
+images as thumbnails in the run folder (``sample_images/<hash>.png``, one file per distinct image), referred to, not
+embedded. The file is bounded: past ``max_rows`` it keeps the newest half.
 
 A row is a copy of the batch as scored, taken when the step is logged: the rewards scored copies of their own
 (grpo_lite.guards.reward_calls), and nothing that reads or edits a row afterwards (a callback, the dashboard) reaches the
@@ -13,6 +14,8 @@ trainer's record or another row.
 
 from __future__ import annotations
 
+import hashlib
+import io
 import math
 import weakref
 from collections import deque
@@ -24,7 +27,9 @@ from rewards.combine import weighted_total
 
 from ..machine import stack
 from ..run.callbacks import RunCallback
-from ..run.files import SAMPLES_FILE, append_jsonl, in_run, read_jsonl, write_jsonl
+from ..run.files import SAMPLE_IMAGES, SAMPLES_FILE, append_jsonl, in_run, read_jsonl, write_jsonl
+
+THUMBNAIL_PX = 160  # the longest side of a sample's thumbnail: enough to tell images apart, small beside the run
 
 
 def _text(value: Any) -> str:
@@ -45,11 +50,36 @@ def question_of(prompt: Any) -> str:
     '2+2?'
     >>> question_of("system: Be brief.\\nuser: 2+2?")
     '2+2?'
+    >>> question_of([{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "How many?"}]}])
+    'How many?'
     """
     if isinstance(prompt, (list, tuple)):
         users = [m.get("content", "") for m in prompt if isinstance(m, dict) and m.get("role") == "user"]
-        return str(users[-1] if users else "")
+        question = users[-1] if users else ""
+        if isinstance(question, list):  # content parts: the text beside the images
+            return " ".join(str(part.get("text", "")) for part in question if isinstance(part, dict) and part.get("type") == "text")
+        return str(question)
     return str(prompt).rsplit("user: ", 1)[-1]
+
+
+def _images(logs: dict, n: int) -> list[list[Any]]:
+    """Each of the batch's last ``n`` samples' images, from TRL's log: ``images`` (a list per sample, or None) from
+    TRL 0.25, ``image`` (one per sample, or None) in TRL 0.22 (trl/trainer/grpo_trainer.py, ``self._logs``); none for a
+    batch without images."""
+    if logs.get("images"):
+        return [list(images or []) for images in list(logs["images"])[-n:]]
+    if logs.get("image"):
+        return [[] if image is None else [image] for image in list(logs["image"])[-n:]]
+    return []
+
+
+def thumbnail_png(image) -> bytes:
+    """A PNG of ``image`` (a PIL image) no larger than THUMBNAIL_PX a side, in RGB."""
+    small = image.convert("RGB")
+    small.thumbnail((THUMBNAIL_PX, THUMBNAIL_PX))
+    out = io.BytesIO()
+    small.save(out, format="PNG")
+    return out.getvalue()
 
 
 def _score(value: Any) -> float | None:
@@ -123,6 +153,7 @@ def batch_samples(trainer, step: int) -> list[dict[str, Any]]:
     weights = getattr(trainer, "reward_weights", None)
     weights = [float(w) for w in weights] if weights is not None else [1.0] * len(scores)
     settings = list(_kept(_ROW_SETTINGS, trainer))[-n:]
+    images = _images(logs, n)
     rows = []
     for i in range(n):
         rewards = {name: _score(values[i]) for name, values in scores.items()}
@@ -136,6 +167,8 @@ def batch_samples(trainer, step: int) -> list[dict[str, Any]]:
         })
         if len(settings) == n:
             rows[-1]["template_columns"] = private_copy(settings[i])
+        if len(images) == n:
+            rows[-1]["images"] = images[i]  # the images themselves, until SampleLog.add stores them
     return rows
 
 
@@ -149,6 +182,7 @@ class SampleLog(RunCallback):
         self.recent: deque[dict[str, Any]] = deque(maxlen=keep_recent)
         self._rows_on_disk = None
         self._last_batch: list[tuple[str, float | None]] = []
+        self._thumbnails: dict[str, bytes] = {}  # the recent rows' images, by the name samples.jsonl refers to them by
 
     def attach(self, trainer) -> SampleLog:
         self.trainer = trainer
@@ -178,7 +212,11 @@ class SampleLog(RunCallback):
         self._rows_on_disk = len(kept)
 
     def add(self, rows: list[dict[str, Any]]) -> None:
+        rows = [{**row, "images": [self._store(image) for image in row["images"]]} if "images" in row else row for row in rows]
         self.recent.extend(rows)
+        if len(self._thumbnails) > 4 * self.recent.maxlen:  # keep the images the recent rows show
+            shown = {name for row in self.recent for name in row.get("images", ())}
+            self._thumbnails = {name: png for name, png in self._thumbnails.items() if name in shown}
         if self.path is None or not rows:
             return
         if self._rows_on_disk is None:
@@ -189,6 +227,31 @@ class SampleLog(RunCallback):
             kept = read_samples(self.path)[-self.max_rows // 2 :]
             write_jsonl(self.path, kept)
             self._rows_on_disk = len(kept)
+
+
+    def _store(self, image) -> str:
+        """The name samples.jsonl gives ``image`` (a PIL image, or a name a row read back from a run holds already):
+        its thumbnail's, written once into the run folder."""
+        if isinstance(image, str):
+            return image
+        png = thumbnail_png(image)
+        name = f"{SAMPLE_IMAGES}/{hashlib.sha256(png).hexdigest()[:16]}.png"
+        if name not in self._thumbnails and self.path is not None:
+            file = self.path.parent / name
+            if not file.exists():
+                file.parent.mkdir(parents=True, exist_ok=True)
+                file.write_bytes(png)
+        self._thumbnails[name] = png
+        return name
+
+    def thumbnail(self, name: str, folder: str | Path | None = None) -> bytes | None:
+        """The PNG a sample's ``images`` entry names: kept from this run, else read from ``folder`` (a finished
+        run's); None where neither has it."""
+        if name in self._thumbnails:
+            return self._thumbnails[name]
+        base = folder if folder is not None else (self.path.parent if self.path else None)
+        file = Path(base) / name if base is not None else None
+        return file.read_bytes() if file is not None and file.is_file() else None
 
 
 def read_samples(path: str | Path) -> list[dict[str, Any]]:

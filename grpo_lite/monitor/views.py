@@ -76,6 +76,12 @@ def warnings_html(warnings: WarningSummary | Sequence[HealthWarning]) -> str:
     )
 
 
+def _thumbnails_html(sample: dict[str, Any]) -> str:
+    """A sample's images, small, before its question."""
+    return "".join(f'<img class="grpo-lite-thumbnail" style="height:48px;margin-right:4px;vertical-align:middle" '
+                   f'src="data:image/png;base64,{base64.b64encode(png).decode()}">' for png in sample.get("thumbnails", ()))
+
+
 def frame_html(frame: Frame) -> str:
     """One self-contained HTML block (fixed width, so updates do not reflow the page)."""
     header = " &middot; ".join(f"<b>{html.escape(k)}</b> {html.escape(v)}" for k, v in frame.header.items())
@@ -84,7 +90,7 @@ def frame_html(frame: Frame) -> str:
     names = sorted({n for s in frame.samples for n in s["rewards"]})
     rows = "".join(
         "<tr>"
-        f"<td>{s['step']}</td><td>{html.escape(question_of(s['prompt'])[:80])}</td>"
+        f"<td>{s['step']}</td><td>{_thumbnails_html(s)}{html.escape(question_of(s['prompt'])[:80])}</td>"
         f"<td><details><summary>{html.escape(s['completion'][:60])}</summary><pre style='white-space:pre-wrap'>"
         f"{html.escape(s['completion'][:COMPLETION_CHARS])}</pre></details></td>"
         + "".join(f"<td>{_fmt(s['rewards'].get(n))}</td>" for n in names)

@@ -39,13 +39,14 @@ from ..log import logger
 RUN_FILE = "run.yaml"
 METRICS_FILE = "metrics.jsonl"
 SAMPLES_FILE = "samples.jsonl"
+SAMPLE_IMAGES = "sample_images"  # the thumbnails samples.jsonl refers to, one file per distinct image
 DASHBOARD_FILE = "dashboard.png"
 EVAL_FILE = "eval.json"  # held-out scores before and after training (the demo's too), with pass@k
 SUMMARY_FILE = "train_summary.json"
 RUNS_FOLDER = Path("outputs")  # where a run given no output_dir gets its fresh folder
 # What a run leaves in its folder, as glob patterns: its record and logs, the Trainer's checkpoints (and those resuming
 # passed over), TRL's completion tables, the trained weights.
-RUN_OUTPUTS = (RUN_FILE, METRICS_FILE, SAMPLES_FILE, DASHBOARD_FILE, EVAL_FILE, SUMMARY_FILE, "checkpoint-*",
+RUN_OUTPUTS = (RUN_FILE, METRICS_FILE, SAMPLES_FILE, SAMPLE_IMAGES, DASHBOARD_FILE, EVAL_FILE, SUMMARY_FILE, "checkpoint-*",
                "partial-checkpoint-*", "completions", "adapter_model.*", "adapter_config.json", "model.safetensors",
                "model-*-of-*.safetensors", "model.safetensors.index.json", "pytorch_model*.bin")
 # What the Trainer writes into a checkpoint (transformers' Trainer._save_checkpoint): the weights (the adapter, or
