@@ -233,7 +233,7 @@ def text_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]
     return plain
 
 
-def _text(content: Any) -> str:
+def content_text(content: Any) -> str:
     """A message's text: its text parts joined where it is given as parts."""
     if isinstance(content, (list, tuple)):
         return "".join(part["text"] for part in content if isinstance(part, Mapping) and part.get("type") == "text")
@@ -259,12 +259,12 @@ def fold_system(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     if not rest or rest[0].get("role") != "user":
         raise DatasetError("a prompt's system turn is followed by no user turn, so it cannot be folded into one: start each "
                            "prompt with a system and a user message")
-    system = FOLD_SEPARATOR.join(_text(m.get("content")) for m in messages[:count]) + FOLD_SEPARATOR
+    system = FOLD_SEPARATOR.join(content_text(m.get("content")) for m in messages[:count]) + FOLD_SEPARATOR
     content = rest[0].get("content")
     if isinstance(content, list):  # a prompt with images: the system text goes before the user's parts, images included
         rest[0]["content"] = [{"type": "text", "text": system}, *content]
     else:
-        rest[0]["content"] = system + _text(content)
+        rest[0]["content"] = system + content_text(content)
     return rest
 
 
@@ -391,7 +391,7 @@ def chat_messages(tokenizer, messages: Sequence[Mapping[str, Any]], chat_templat
     if not _leading_system(messages):
         _say_own_system_text(tokenizer, messages, kwargs)
         return messages
-    if not any(_text(m.get("content")).strip() for m in messages[:_leading_system(messages)]):
+    if not any(content_text(m.get("content")).strip() for m in messages[:_leading_system(messages)]):
         return messages
     rule, survives = _system_rule(tokenizer, messages, kwargs)
     if rule is None:
