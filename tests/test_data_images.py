@@ -124,6 +124,8 @@ def test_every_bad_image_is_named_at_once_by_row_and_column_with_the_fix(tmp_pat
 def test_a_named_image_column_goes_where_trl_reads_it_and_is_not_kept_twice():
     prepared = prepare_dataset([{"question": "q", "answer": "1", "photo": png()}], image_column="photo")
     assert "photo" not in prepared.column_names and prepared[0]["image"].size == (40, 30)
+    with pytest.raises(DatasetError, match=r"image_column=5: name the column holding each row's image"):
+        prepare_dataset([{"question": "q", "answer": "1", "photo": png()}], image_column=5)
     with pytest.raises(DatasetError, match=r"column 'pic' \(image_column, the images\) is missing"):
         prepare_dataset([{"question": "q", "answer": "1", "photo": png()}], image_column="pic")
     with pytest.raises(DatasetError, match=r"the data has its own 'image': rename it, or pass image_column='image'"):

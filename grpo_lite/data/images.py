@@ -71,6 +71,7 @@ def read_image(value: Any, base: Path | None = None):
         path = Path(text).expanduser()
         if base is not None and not path.is_absolute():
             path = base / path
+        path = path.absolute()  # the datasets Image feature keeps an unchanged image's path: from any working folder
         if not path.is_file():
             where = f" (relative paths are read from the data file's folder, {str(base)!r})" if base is not None else ""
             raise DatasetError(f"image file {str(path)!r} does not exist{where}; give an existing image file, or remove the row")

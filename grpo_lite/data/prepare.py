@@ -39,7 +39,7 @@ from typing import Any
 from rewards.extract import gold_text, is_data_frame, is_missing
 
 from ..log import logger
-from ..shapes import Declared, Flag, Shape, Text, Whole, check, optional
+from ..shapes import AnyOf, Declared, Flag, Kind, Shape, Text, Whole, check, optional
 from .images import IMAGE_COLUMNS, read_images, undecoded
 from .prompts import DatasetError, content_text, ends_in_prefill, fit_dataset, image_count, is_chat, prompt_token_ids, row_template_kwargs, text_messages
 
@@ -62,6 +62,15 @@ DATA_KEYS: dict[str, Shape] = {
     "max_prompt_tokens": Declared(optional(Whole(low=1)), "give the longest prompt in tokens (e.g. 256), or null/None for "
                                   "no limit"),
     "on_long_prompt": Text(among=("drop", "error")),
+}
+# prepare_dataset's image options (a run YAML's data sections do not take them yet); image_resize's pair and
+# image_convert's modes are checked where they are read (grpo_lite.data.images).
+IMAGE_KEYS: dict[str, Shape] = {
+    "image_column": Declared(optional(Text()), "name the column holding each row's image(s), \"auto\" for a column "
+                             "named images or image, or None for none"),
+    "image_resize": Declared(optional(AnyOf((Whole(low=1), Kind((list, tuple), said="(width, height)")))),
+                             "give the longest side in pixels (e.g. 512), (width, height) such as (512, 512), or None"),
+    "image_convert": Declared(optional(Text()), "give the mode to convert each image to (\"RGB\"), or None"),
 }
 
 
@@ -482,7 +491,8 @@ def prepare_dataset(
     ('2 + 2 = 4 #### 4', '4', 'What is 2+2?')
     """
     check(dict(question=question, answer=answer, system_prompt=system_prompt, max_prompt_tokens=max_prompt_tokens,
-               on_long_prompt=on_long_prompt), DATA_KEYS, DatasetError, "prepare_dataset")
+               on_long_prompt=on_long_prompt, image_column=image_column, image_resize=image_resize,
+               image_convert=image_convert), {**DATA_KEYS, **IMAGE_KEYS}, DatasetError, "prepare_dataset")
     source = load_rows(rows_or_dataset)
     is_list = isinstance(source, list)
     columns = list(dict.fromkeys(key for row in source for key in row)) if is_list else source.column_names
@@ -516,12 +526,9 @@ def prepare_dataset(
 
     def to_prompt(row: dict[str, Any], index: int) -> dict[str, Any]:
         messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
-        if images:  # the placeholders where the row's images go, before the question, as TRL puts them
-            messages.append({"role": "user", "content": [{"type": "image"}] * len(images[index])
-                             + [{"type": "text", "text": row[question]}]})
-        else:
-            messages.append({"role": "user", "content": row[question]})
-        out: dict[str, Any] = {"prompt": text_messages(messages)}
+        placeholders = [{"type": "image"}] * len(images[index]) if images else []  # before the question, as TRL puts them
+        messages.append({"role": "user", "content": [*placeholders, {"type": "text", "text": row[question]}]})
+        out: dict[str, Any] = {"prompt": text_messages(messages)}  # without images, each content is its text
         if golds is not None:
             if "####" in str(raw_answers[index]) and not keeps_solution:
                 out["solution"] = str(raw_answers[index])
