@@ -185,3 +185,23 @@ def test_images_with_a_text_tokenizer_are_refused_before_anything_renders_them(t
     with pytest.raises(DatasetError, match=r"the rows have images \(column 'image'\), and the tokenizer given is a text "
                                            r"tokenizer: pass the vision model's processor"):
         prepare_dataset(rows(png()), tokenizer=tokenizer)
+
+
+def test_a_system_prompt_is_kept_or_folded_before_the_images_as_the_processors_template_takes_it(processor):
+    image = PIL.new("RGB", (56, 56))
+    kept = prepare_dataset(rows(image), system_prompt="Be brief.", tokenizer=processor)
+    assert render_prompt(processor, kept[0]["prompt"]).startswith("<|im_start|>system\nBe brief.<|im_end|>")
+    rejecting = ("{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}"
+                 + VL_TEMPLATE)
+    template = processor.chat_template
+    processor.chat_template = rejecting
+    try:
+        folded = prepare_dataset(rows(image), system_prompt="Be brief.", tokenizer=processor)
+        assert text_messages(folded[0]["prompt"]) == [{"role": "user", "content": [
+            {"type": "text", "text": "Be brief.\n\n"}, {"type": "image"}, {"type": "text", "text": "What is shown 0?"}]}]
+        assert render_prompt(processor, folded[0]["prompt"]).startswith(
+            "<|im_start|>user\nBe brief.\n\n<|vision_start|><|image_pad|><|vision_end|>What is shown 0?")
+        with pytest.raises(DatasetError, match=r"rejects a system turn .* and fold_system_prompt=False"):
+            prepare_dataset(rows(image), system_prompt="Be brief.", tokenizer=processor, fold_system_prompt=False)
+    finally:
+        processor.chat_template = template

@@ -506,10 +506,6 @@ def prepare_dataset(
                 f"column {column!r} (the {role}) is missing; the data has columns {columns}. "
                 f"Pass {role}='<your column>'" + (" or answer=None if there is no gold answer" if role == "answer" else "")
             )
-    images, image_column, image_out = _row_images(rows_or_dataset, source, columns, image_column, image_resize, image_convert)
-    if images and image_out != image_column and image_out in columns and image_out != question:
-        raise DatasetError(f"column {image_out!r} is where TRL reads the images of column {image_column!r} from, and the "
-                           f"data has its own {image_out!r}: rename it, or pass image_column={image_out!r}")
     for index, text in enumerate(values(question)):
         if text is None or (isinstance(text, str) and not text.strip()):
             raise DatasetError(f"row {index}, column {question!r}: the question is empty; remove the row or fill it in")
@@ -523,6 +519,10 @@ def prepare_dataset(
         logger.warning(f"the data's own 'answer' column is replaced by the gold answers of {answer!r} (answer={answer!r}), "
                        f"which grpo-lite's rewards read; {answer!r} stays as it is")
     keeps_solution = "solution" in columns  # the user's own solution column is never overwritten
+    images, image_column, image_out = _row_images(rows_or_dataset, source, columns, image_column, image_resize, image_convert)
+    if images and image_out != image_column and image_out in columns and image_out != question:
+        raise DatasetError(f"column {image_out!r} is where TRL reads the images of column {image_column!r} from, and the "
+                           f"data has its own {image_out!r}: rename it, or pass image_column={image_out!r}")
 
     def to_prompt(row: dict[str, Any], index: int) -> dict[str, Any]:
         messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
@@ -587,8 +587,8 @@ def prepare_dataset(
 def _row_images(given: Any, source: Any, columns: list[str], column: str | None, resize: Any,
                 convert: str | None) -> tuple[list[list[Any]] | None, str | None, str | None]:
     """Each row's images, read and checked (grpo_lite.data.images), and the column they go to: ``image`` when every row
-    has one, which TRL 0.22 and 1.15 read, else ``images``, which TRL 1.15 reads; and the column they came from (``"auto"``
-resolved). Nones without an image column."""
+    has one, which TRL 0.22 and 1.15 read, else ``images``, which TRL 1.15 reads; and the column they came from
+    (``"auto"`` resolved). Nones without an image column."""
     if column == "auto":
         column = image_column(columns)
     elif column is not None and column not in columns:

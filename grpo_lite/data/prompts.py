@@ -320,7 +320,7 @@ def _system_rule(tokenizer, messages: Sequence[Mapping[str, Any]], kwargs: dict[
     rules = _RULES.setdefault(tokenizer, {})
     if key not in rules:
         marked = _markers(messages)
-        markers = [m["content"] for m in marked[:_leading_system(marked)]]
+        markers = [content_text(m["content"]) for m in marked[:_leading_system(marked)]]
         try:
             rendered = _render(tokenizer, marked, kwargs)
             rule = None if all(marker in rendered for marker in markers) else "renders no system turn (the system text is " \
