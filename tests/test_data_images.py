@@ -205,3 +205,27 @@ def test_a_system_prompt_is_kept_or_folded_before_the_images_as_the_processors_t
             prepare_dataset(rows(image), system_prompt="Be brief.", tokenizer=processor, fold_system_prompt=False)
     finally:
         processor.chat_template = template
+
+
+def test_a_prepared_row_tokenizes_through_trls_own_image_path_to_the_length_counted(processor):
+    """What GRPOTrainer does with a row: TRL 1.15 fills the placeholders with the row's images
+    (``prepare_multimodal_messages(prompt, images=...)``) and the processor renders and tokenizes them; TRL 0.22 keeps
+    the placeholders (``num_images=1``), renders with ``maybe_apply_chat_template`` and gives the processor the images."""
+    import copy
+
+    import trl
+    from trl.data_utils import prepare_multimodal_messages
+
+    prepared = prepare_dataset(rows(PIL.new("RGB", (56, 56)), PIL.new("RGB", (112, 84))), tokenizer=processor)
+    for row, length in zip(prepared, prompt_lengths(prepared, processor)):
+        if trl.__version__.startswith("0.22"):
+            from trl.data_utils import maybe_apply_chat_template
+
+            prompt = copy.deepcopy(row["prompt"])
+            prepare_multimodal_messages(prompt, num_images=1)
+            text = maybe_apply_chat_template({"prompt": prompt}, processor)["prompt"]
+            ids = processor(text=[text], images=[[row["image"]]], add_special_tokens=False)["input_ids"][0]
+        else:
+            prompt = prepare_multimodal_messages(row["prompt"], images=[row["image"]])
+            ids = processor.apply_chat_template(prompt, add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"][0]
+        assert len(ids) == length
