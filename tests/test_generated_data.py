@@ -9,7 +9,8 @@ JSON-lines or JSON file (UTF-8, UTF-8 with a BOM, UTF-16, Latin-1; LF or CRLF li
 Prompts given ready-made (a ``prompt`` column: text, chat messages with a system turn, a prefill ending in an assistant
 turn, content as a list of parts, wrong roles, empty lists) go to ``train()`` as they are; and the dataset itself comes
 as every object a user might hand over. Rows with images hold every kind of image value (a PIL image, a file's
-bytes, a path beside a JSON-lines file, a ``datasets`` Image value, a list of them) of every format, mode and size PIL
+bytes, a path beside a JSON-lines file, a ``datasets`` Image value, a list of them; in a list of dicts, a JSON-lines
+file or a ``datasets`` Image column) of every format, mode and size PIL
 writes, beside bad ones (a truncated file, random bytes, a missing file, a URL, a value of another kind, none, an
 empty list), resized and converted or not: each ends as prepared rows holding the images as asked, one placeholder each
 in the prompt, or refused naming the row and the column.
@@ -36,7 +37,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from datasets import Dataset, DatasetDict
+from datasets import Dataset, DatasetDict, Features, Image, List, Value
 from generated import Reached, SilentChange, bounded, is_missing, judge, refused_naming, same, up_to_the_trainer
 from hypothesis import assume, given
 from hypothesis import strategies as st
@@ -609,9 +610,9 @@ def image_file(draw):
     form = draw(st.sampled_from(sorted(WRITES)))
     size = (draw(st.integers(1, 48)), draw(st.integers(1, 48)))
     buffer = io.BytesIO()
-    from PIL import Image
+    from PIL import Image as PILImage
 
-    Image.new(draw(st.sampled_from(WRITES[form])), size).save(buffer, format=form)
+    PILImage.new(draw(st.sampled_from(WRITES[form])), size).save(buffer, format=form)
     return buffer.getvalue(), size
 
 
@@ -623,9 +624,9 @@ def image_value(draw):
     good = ["PIL", "bytes", "path", "datasets bytes", "datasets path"]
     kind = draw(st.sampled_from([*good * 3, *SURELY_BAD, *MAYBE_BAD]))  # mostly good: rows of them must be taken
     if kind == "PIL":
-        from PIL import Image
+        from PIL import Image as PILImage
 
-        return Image.open(io.BytesIO(data)), ("good", size)
+        return PILImage.open(io.BytesIO(data)), ("good", size)
     if kind == "bytes":
         return data, ("good", size)
     if kind in ("path", "datasets path"):
@@ -694,6 +695,15 @@ def _image_rows_end(cells, column: str, route: str, resize, convert) -> str:
         if route == "JSON lines":
             source = Path(folder, "rows.jsonl")
             source.write_text("\n".join(json.dumps(row) for row in rows))
+        elif route == "Dataset" and len({isinstance(v, list) for v in placed}) == 1:
+            # a datasets Image column, as a hub dataset holds one: bad bytes stay undecoded in it (a column of lists and
+            # single images is none: datasets would read a single image's keys as the list)
+            feature = List(Image()) if isinstance(placed[0], list) else Image()
+            try:
+                source = Dataset.from_list(rows, features=Features({"question": Value("string"), "answer": Value("string"),
+                                                                    column: feature}))
+            except Exception:  # values no Image column holds (a number, a list among single images): handed over as a list
+                source = rows
         try:
             prepared = prepare_dataset(source, system_prompt=None, image_column=column, image_resize=resize,
                                        image_convert=convert)
@@ -726,7 +736,7 @@ def _image_rows_end(cells, column: str, route: str, resize, convert) -> str:
 
 @bounded()
 @given(cells=st.lists(image_cell(), min_size=1, max_size=N_ROWS), column=st.sampled_from(["image", "images", "picture"]),
-       route=st.sampled_from(["list", "JSON lines"]), resize=st.sampled_from([None, 16, (12, 20)]),
+       route=st.sampled_from(["list", "JSON lines", "Dataset"]), resize=st.sampled_from([None, 16, (12, 20)]),
        convert=st.sampled_from([None, "RGB"]))
 def test_every_image_value_ends_as_a_prepared_row_or_refused_naming_its_row_and_column(cells, column, route, resize,
                                                                                        convert, generated_inputs):
