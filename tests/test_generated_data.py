@@ -10,10 +10,10 @@ Prompts given ready-made (a ``prompt`` column: text, chat messages with a system
 turn, content as a list of parts, wrong roles, empty lists) go to ``train()`` as they are; and the dataset itself comes
 as every object a user might hand over. Rows with images hold every kind of image value (a PIL image, a file's
 bytes, a path beside a JSON-lines file, a ``datasets`` Image value, a list of them; in a list of dicts, a JSON-lines
-file or a ``datasets`` Image column) of every format, mode and size PIL
-writes, beside bad ones (a truncated file, random bytes, a missing file, a URL, a value of another kind, none, an
-empty list), resized and converted or not: each ends as prepared rows holding the images as asked, one placeholder each
-in the prompt, or refused naming the row and the column.
+file or a ``datasets`` Image column) of every format, mode and size PIL writes, beside bad ones (a truncated file,
+random bytes, a missing file, a URL, a value of another kind, none, an empty list), resized and converted or not: each
+ends as prepared rows holding the images as asked, one placeholder each in the prompt, or refused naming the row and
+the column.
 
 Each input ends one of two ways: refused with a DatasetError (a UserError) naming the column, the file or the object;
 or accepted with every value in the trainer's dataset, which TRL hands the rewards row by row, as given: the question in
