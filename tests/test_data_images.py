@@ -153,6 +153,9 @@ def test_prepared_rows_give_one_image_per_placeholder_and_images_that_read():
         check_prompts([{"prompt": placed, "images": [png(), png()]}, {"prompt": placed, "images": [png()]}])
     with pytest.raises(DatasetError, match=r"row 0, column 'prompt': the prompt has 2 .* no image column"):
         check_prompts([{"prompt": placed}])
+    with pytest.raises(DatasetError, match=r"row 0, column 'prompt': the row has images \(column 'image'\) and its prompt is "
+                                           r"text: give it as chat messages"):
+        check_prompts([{"prompt": "Which?", "image": png()}])
     with pytest.raises(DatasetError, match=r"row 0, column 'image': 'http://x/y.png' is a URL"):
         check_prompts([{"prompt": placed[:1], "image": "http://x/y.png"}])
 

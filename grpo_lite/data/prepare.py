@@ -243,6 +243,10 @@ def check_prompts(rows: Any, source: Any = None) -> None:
 def _check_placeholders(prompt: Any, count: int, where: str, column: str | None) -> None:
     """Refuse a chat prompt whose image placeholders are not one per image of its row; a prompt without any is given
     them by TRL (and by prepare_dataset), before its first user turn."""
+    if count and not is_chat(prompt):
+        raise DatasetError(f"{where}, column 'prompt': the row has images (column {column!r}) and its prompt is text: give it "
+                           "as chat messages ([{'role': 'user', 'content': ...}]), which the processor's chat template renders "
+                           "with the images' placeholders (TRL 1.15 refuses text prompts with images)")
     placeholders = image_count(prompt) if is_chat(prompt) else 0
     if placeholders and placeholders != count:
         given = f"{count} in column {column!r}" if column else "no image column (image or images)"
