@@ -39,9 +39,9 @@ def _open(data: bytes | Path):
         image = Image.open(source())
         image.load()  # the pixels: a truncated file passes verify and fails here
     except Exception as error:  # PIL reports a bad file as OSError, SyntaxError, ValueError or its own errors
-        what = "the bytes" if isinstance(data, bytes) else f"file {str(data)!r}"
-        raise DatasetError(f"{what} are not an image PIL can read ({type(error).__name__}: {str(error)[:80]}); give a PNG, JPEG "
-                   "or other image file, or remove the row") from None
+        what = "the bytes are" if isinstance(data, bytes) else f"file {str(data)!r} is"
+        raise DatasetError(f"{what} not an image PIL can read ({type(error).__name__}: {str(error)[:80]}); give a PNG, "
+                           "JPEG or other image file, or remove the row") from None
     return image
 
 
@@ -53,7 +53,8 @@ def read_image(value: Any, base: Path | None = None):
         try:
             value.load()
         except Exception as error:  # an image opened lazily from a file that has since gone bad
-            raise DatasetError(f"the PIL image cannot be loaded ({type(error).__name__}: {str(error)[:80]})") from None
+            raise DatasetError(f"the PIL image cannot be loaded ({type(error).__name__}: {str(error)[:80]}); give it again "
+                               "from its file, or remove the row") from None
         return value
     if isinstance(value, Mapping) and set(value) <= {"bytes", "path"}:  # a datasets Image value, undecoded
         if value.get("bytes") is not None:
@@ -66,8 +67,8 @@ def read_image(value: Any, base: Path | None = None):
     if isinstance(value, (str, Path)):
         text = str(value)
         if URL.match(text):
-            raise DatasetError(f"{text[:80]!r} is a URL, and nothing is fetched from the network while preparing data: download "
-                       "the image first and give its file path (or its bytes)")
+            raise DatasetError(f"{text[:80]!r} is a URL, and nothing is fetched from the network while preparing data: "
+                               "download the image first and give its file path (or its bytes)")
         path = Path(text).expanduser()
         if base is not None and not path.is_absolute():
             path = base / path
@@ -79,7 +80,7 @@ def read_image(value: Any, base: Path | None = None):
     if value is None:
         raise DatasetError("the row has no image; give it one (a PIL image, a file path or the file's bytes), or remove the row")
     raise DatasetError(f"expected an image (a PIL image, a file path, the file's bytes or a datasets Image value), got "
-               f"{type(value).__name__} ({value!r:.60})")
+                           f"{type(value).__name__} ({value!r:.60})")
 
 
 def check_resize(resize: Any) -> tuple[int, int] | int | None:
