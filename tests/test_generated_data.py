@@ -8,7 +8,12 @@ JSON-lines or JSON file (UTF-8, UTF-8 with a BOM, UTF-16, Latin-1; LF or CRLF li
 ``pathlib.Path``), through ``prepare_dataset()`` and then ``train()`` with the session's tiny model, up to TRL's trainer.
 Prompts given ready-made (a ``prompt`` column: text, chat messages with a system turn, a prefill ending in an assistant
 turn, content as a list of parts, wrong roles, empty lists) go to ``train()`` as they are; and the dataset itself comes
-as every object a user might hand over.
+as every object a user might hand over. Rows with images hold every kind of image value (a PIL image, a file's
+bytes, a path beside a JSON-lines file, a ``datasets`` Image value, a list of them; in a list of dicts, a JSON-lines
+file or a ``datasets`` Image column) of every format, mode and size PIL writes, beside bad ones (a truncated file,
+random bytes, a missing file, a URL, a value of another kind, none, an empty list), resized and converted or not: each
+ends as prepared rows holding the images as asked, one placeholder each in the prompt, or refused naming the row and
+the column.
 
 Each input ends one of two ways: refused with a DatasetError (a UserError) naming the column, the file or the object;
 or accepted with every value in the trainer's dataset, which TRL hands the rewards row by row, as given: the question in
@@ -23,6 +28,7 @@ with every message's text. Anything else fails the test, unless its input is of 
 import csv
 import functools
 import io
+import itertools
 import json
 import math
 import tempfile
@@ -31,7 +37,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from datasets import Dataset, DatasetDict
+from datasets import Dataset, DatasetDict, Features, Image, List, Value
 from generated import Reached, SilentChange, bounded, is_missing, judge, refused_naming, same, up_to_the_trainer
 from hypothesis import assume, given
 from hypothesis import strategies as st
@@ -587,3 +593,151 @@ def test_every_dataset_object_is_read_as_given_or_refused_naming_it(route, tiny,
         except Exception as failure:
             failed.append(f"{name}: {type(failure).__name__}: {str(failure).splitlines()[0][:300]}")
     assert not failed, "\n".join(failed)
+
+
+# --- rows with images: every kind of image value, good and bad -----------------------------------------------------------
+
+# Modes each format writes (PIL's writers), so a drawn good image always saves.
+WRITES = {"PNG": ("1", "L", "LA", "P", "RGB", "RGBA", "I;16"), "JPEG": ("L", "RGB", "CMYK"), "GIF": ("L", "P"),
+          "BMP": ("1", "L", "P", "RGB")}
+SURELY_BAD = ("missing file", "URL", "not an image value", "no image", "an empty list")  # must be refused
+MAYBE_BAD = ("truncated file", "random bytes")  # refused, unless the cut left a file PIL reads whole
+
+
+@st.composite
+def image_file(draw):
+    """The bytes of an image file of any format, mode and size PIL writes, and its size."""
+    form = draw(st.sampled_from(sorted(WRITES)))
+    size = (draw(st.integers(1, 48)), draw(st.integers(1, 48)))
+    buffer = io.BytesIO()
+    from PIL import Image as PILImage
+
+    PILImage.new(draw(st.sampled_from(WRITES[form])), size).save(buffer, format=form)
+    return buffer.getvalue(), size
+
+
+@st.composite
+def image_value(draw):
+    """One image value as a dataset gives it, and what it is: ``("good", size)`` or ``(a bad kind, None)``. A value to
+    write to a file is given as ``("write", bytes, kind)``, written beside the data before it is read."""
+    data, size = draw(image_file())
+    good = ["PIL", "bytes", "path", "datasets bytes", "datasets path"]
+    kind = draw(st.sampled_from([*good * 3, *SURELY_BAD, *MAYBE_BAD]))  # mostly good: rows of them must be taken
+    if kind == "PIL":
+        from PIL import Image as PILImage
+
+        return PILImage.open(io.BytesIO(data)), ("good", size)
+    if kind == "bytes":
+        return data, ("good", size)
+    if kind in ("path", "datasets path"):
+        return ("write", data, kind), ("good", size)
+    if kind == "datasets bytes":
+        return {"bytes": data, "path": None}, ("good", size)
+    if kind == "truncated file":
+        return data[:draw(st.integers(0, max(0, len(data) - 1)))], (kind, None)
+    if kind == "random bytes":
+        return draw(st.binary(max_size=24)), (kind, None)
+    if kind == "missing file":
+        return draw(st.sampled_from(["gone/a.png", {"bytes": None, "path": "gone/b.png"}])), (kind, None)
+    if kind == "URL":
+        return draw(st.sampled_from(["https://example.com/a.png", "http://x/y.jpg", "s3://bucket/k.png"])), (kind, None)
+    if kind == "not an image value":
+        return draw(st.one_of(st.integers(), st.floats(), st.booleans(), st.just({"url": "a.png"}))), (kind, None)
+    if kind == "no image":
+        return None, (kind, None)
+    return [], (kind, None)
+
+
+@st.composite
+def image_cell(draw):
+    """A row's image: one value, or a list of one to three mixing good and bad ones."""
+    if draw(st.booleans()):
+        return draw(image_value())
+    drawn = draw(st.lists(image_value(), min_size=1, max_size=3))
+    flat = [what for _, what in drawn]
+    if any(kind == "an empty list" for kind, _ in flat):  # inside a list: an empty list is not an image
+        flat = [("not an image value", None) if kind == "an empty list" else (kind, size) for kind, size in flat]
+    return [value for value, _ in drawn], flat
+
+
+def _placed(value, folder: Path, relative: bool, names):
+    """``value`` with the files it names written under ``folder`` (the data file's folder), each under a name of its own
+    (from ``names``), named relative to the folder where the rows come from a file there."""
+    if isinstance(value, list):
+        return [_placed(v, folder, relative, names) for v in value]
+    if isinstance(value, tuple) and value[0] == "write":
+        _, data, kind = value
+        name = f"{next(names)}.img"
+        (folder / name).write_bytes(data)
+        path = name if relative else str(folder / name)
+        return path if kind == "path" else {"bytes": None, "path": str(folder / name)}
+    return value
+
+
+def _jsonable(value) -> bool:
+    return isinstance(value, (str, int, float, bool, type(None))) or isinstance(value, list) and all(
+        isinstance(item, (str, int, float, bool)) for item in value)
+
+
+def _image_rows_end(cells, column: str, route: str, resize, convert) -> str:
+    """``prepare_dataset`` on rows whose ``column`` holds ``cells``: ``accepted`` with every row's images there as given
+    (sized as ``resize`` asks, in mode ``convert``) and one placeholder each in its prompt, or ``refused`` by a
+    UserError naming the column and a row."""
+    values = [value for value, _ in cells]
+    kinds = [what if isinstance(what, list) else [what] for _, what in cells]
+    with tempfile.TemporaryDirectory() as folder:
+        names = itertools.count()
+        placed = [_placed(v, Path(folder), route == "JSON lines", names) for v in values]
+        if route == "JSON lines" and not all(map(_jsonable, placed)):  # values no JSON holds: handed over as a list
+            route, placed = "list", [_placed(v, Path(folder), False, names) for v in values]
+        rows = [{"question": f"What is in picture {i}?", "answer": str(i), column: v} for i, v in enumerate(placed)]
+        source: object = rows
+        if route == "JSON lines":
+            source = Path(folder, "rows.jsonl")
+            source.write_text("\n".join(json.dumps(row) for row in rows))
+        elif route == "Dataset" and len({isinstance(v, list) for v in placed}) == 1:
+            # a datasets Image column, as a hub dataset holds one: bad bytes stay undecoded in it (a column of lists and
+            # single images is none: datasets would read a single image's keys as the list)
+            feature = List(Image()) if isinstance(placed[0], list) else Image()
+            try:
+                source = Dataset.from_list(rows, features=Features({"question": Value("string"), "answer": Value("string"),
+                                                                    column: feature}))
+            except Exception:  # values no Image column holds (a number, a list among single images): handed over as a list
+                source = rows
+        try:
+            prepared = prepare_dataset(source, system_prompt=None, image_column=column, image_resize=resize,
+                                       image_convert=convert)
+        except UserError as error:
+            row_named = "row " in str(error) or "line " in str(error)
+            assert row_named, f"refused without naming the row: {error}"
+            assert any(kind[0] not in ("good",) for kinds_of_row in kinds for kind in kinds_of_row), \
+                f"good images refused: {error}"
+            return refused_naming(error, f"column {column!r}")
+        for index, expected in enumerate(kinds):
+            assert all(kind in ("good", *MAYBE_BAD) for kind, _ in expected), f"row {index}: {values[index]!r:.80} taken"
+            out = "image" if all(len(k) == 1 for k in kinds) else "images"
+            got = prepared[index][out]
+            got = got if isinstance(got, list) else [got]
+            if len(got) != len(expected):
+                raise SilentChange(f"row {index}: {len(expected)} images became {len(got)}")
+            placeholders = sum(part["type"] == "image" for part in prepared[index]["prompt"][-1]["content"])
+            if placeholders != len(expected):
+                raise SilentChange(f"row {index}: {len(expected)} images and {placeholders} placeholders in the prompt")
+            for image, (kind, size) in zip(got, expected):
+                wanted = size if resize is None or kind != "good" else tuple(resize) if isinstance(resize, tuple) else None
+                if wanted is not None and kind == "good" and image.size != wanted:
+                    raise SilentChange(f"row {index}: an image of {size} arrived as {image.size} (image_resize={resize})")
+                if isinstance(resize, int) and max(image.size) != resize:
+                    raise SilentChange(f"row {index}: image_resize={resize} gave {image.size}")
+                if convert is not None and image.mode != convert:
+                    raise SilentChange(f"row {index}: image_convert={convert!r} gave mode {image.mode}")
+        return "accepted"
+
+
+@bounded()
+@given(cells=st.lists(image_cell(), min_size=1, max_size=N_ROWS), column=st.sampled_from(["image", "images", "picture"]),
+       route=st.sampled_from(["list", "JSON lines", "Dataset"]), resize=st.sampled_from([None, 16, (12, 20)]),
+       convert=st.sampled_from([None, "RGB"]))
+def test_every_image_value_ends_as_a_prepared_row_or_refused_naming_its_row_and_column(cells, column, route, resize,
+                                                                                       convert, generated_inputs):
+    judge(generated_inputs, "image values", lambda: _image_rows_end(cells, column, route, resize, convert))

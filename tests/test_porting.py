@@ -197,7 +197,10 @@ def test_renamed_fields_are_carried_over(old, value, new):
 @removed_here("max_prompt_length")
 def test_a_ported_max_prompt_length_is_refused_on_rows_with_images(tiny_model, tmp_path):
     model, tokenizer = tiny_model
-    dataset = _dataset(tokenizer).add_column("image", ["cat.png"] * 5)
+    from PIL import Image
+
+    Image.new("RGB", (8, 8)).save(tmp_path / "cat.png")  # an image that reads: rows with images are checked first
+    dataset = _dataset(tokenizer).add_column("image", [str(tmp_path / "cat.png")] * 5)
     with pytest.raises(DatasetError, match=r"^max_prompt_length=8 with an 'image' column: TRL removed max_prompt_length, "
                                            r"and grpo-lite cuts text prompts only; drop max_prompt_length, or the images$"):
         train(model, tokenizer, dataset, [length_reward], preset="cpu-smoke", output_dir=tmp_path / "run",

@@ -347,11 +347,11 @@ def test_content_given_as_text_parts_renders_as_its_text_in_every_template(famil
 
 
 @pytest.mark.parametrize("part", [{"type": "image", "url": "cat.png"}, {"type": "image_url", "image_url": {"url": "x"}},
-                                  {"type": "text"}, "just text"], ids=["image", "image_url", "text without text", "a string"])
-def test_a_part_that_is_not_text_is_refused_naming_the_message(part, tiny_model):
+                                  {"type": "text"}, "just text"], ids=["image with its image", "image_url", "text without text", "a string"])
+def test_a_part_that_is_neither_text_nor_an_image_placeholder_is_refused_naming_the_message(part, tiny_model):
     _, tokenizer = tiny_model
     prompt = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": [{"type": "text", "text": "Hi"}, part]}]
-    with pytest.raises(DatasetError, match=r"message 1 \(user\) holds .* images are not supported yet"):
+    with pytest.raises(DatasetError, match=r"message 1 \(user\) holds .*: give .*\{'type': 'image'\}"):
         render_prompt(tokenizer, prompt)
     with pytest.raises(DatasetError, match=r"row 1, column 'prompt': message 1 \(user\) holds"):
         check_prompts([{"prompt": [QUESTION]}, {"prompt": prompt}])

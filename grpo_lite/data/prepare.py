@@ -15,8 +15,10 @@ way it came:
   rewards as None, which they score as not applicable.
 - A column is named once: a CSV header that names a column twice, or a JSON object with a key twice, is refused
   (pandas would read the second as ``answer.1``, JSON as the last one).
-- Chat content given as a list of text parts becomes its text (grpo_lite.data.prompts.text_messages); an image part is
-  refused.
+- Chat content given as a list of text parts becomes its text (grpo_lite.data.prompts.text_messages); a prompt with
+  images keeps its parts, ``{"type": "image"}`` where each of the row's images goes.
+- A row's images (a column ``image`` or ``images``, as TRL reads them, or one named by ``image_column``) are read and
+  checked before any model loads (grpo_lite.data.images) and kept with the ``datasets`` Image feature.
 - A column whose values Arrow cannot store as one type is kept as text, and that is said naming the column and two rows
   that differ: nested values (lists, dicts, as test cases are) as JSON text, one per row (``json.loads`` gives each
   value back; the code rewards read test cases so), numbers among text as text. Any other mix (true/false among text) is
@@ -37,8 +39,9 @@ from typing import Any
 from rewards.extract import gold_text, is_data_frame, is_missing
 
 from ..log import logger
-from ..shapes import Declared, Flag, Shape, Text, Whole, check, optional
-from .prompts import DatasetError, ends_in_prefill, fit_dataset, is_chat, prompt_token_ids, row_template_kwargs, text_messages
+from ..shapes import AnyOf, Declared, Flag, Kind, Shape, Text, Whole, check, optional
+from .images import IMAGE_COLUMNS, read_images, undecoded
+from .prompts import DatasetError, content_text, ends_in_prefill, fit_dataset, image_count, is_chat, prompt_token_ids, row_template_kwargs, text_messages
 
 REASONING_SYSTEM_PROMPT = (
     "Respond in the following format:\n"
@@ -59,6 +62,15 @@ DATA_KEYS: dict[str, Shape] = {
     "max_prompt_tokens": Declared(optional(Whole(low=1)), "give the longest prompt in tokens (e.g. 256), or null/None for "
                                   "no limit"),
     "on_long_prompt": Text(among=("drop", "error")),
+}
+# prepare_dataset's image options (a run YAML's data sections do not take them yet); image_resize's pair and
+# image_convert's modes are checked where they are read (grpo_lite.data.images).
+IMAGE_KEYS: dict[str, Shape] = {
+    "image_column": Declared(optional(Text()), "name the column holding each row's image(s), \"auto\" for a column "
+                             "named images or image, or None for none"),
+    "image_resize": Declared(optional(AnyOf((Whole(low=1), Kind((list, tuple), said="(width, height)")))),
+                             "give the longest side in pixels (e.g. 512), (width, height) such as (512, 512), or None"),
+    "image_convert": Declared(optional(Text()), "give the mode to convert each image to (\"RGB\"), or None"),
 }
 
 
@@ -174,9 +186,9 @@ def _prompt_problem(prompt: Any) -> str | None:
         return str(error)
     for index, message in enumerate(messages):
         content = message.get("content")
-        if not isinstance(content, str):
+        if not isinstance(content, (str, list)):
             return f"message {index} ({message['role']}) has content {content!r:.60}, expected text; {FILL}"
-        if message["role"] == "user" and not content.strip():
+        if message["role"] == "user" and not content_text(content).strip() and not image_count([message]):
             return f"the chat prompt is empty (message {index}, the user's, has no text); {FILL}"
     roles = [message["role"] for message in messages]
     if "user" not in roles:
@@ -193,17 +205,54 @@ def _prompt_problem(prompt: Any) -> str | None:
     return None
 
 
+def image_column(columns: list[str]) -> str | None:
+    """The column TRL reads a row's images from (``images`` before ``image``, as TRL 1.15 looks), or None."""
+    return next((name for name in IMAGE_COLUMNS if name in columns), None)
+
+
+def _column(rows: Any, column: str) -> list[Any]:
+    if hasattr(rows, "column_names"):
+        return undecoded(rows, column)
+    return [row.get(column) for row in rows]
+
+
 def check_prompts(rows: Any, source: Any = None) -> None:
     """Refuse prepared rows (a ``prompt`` column already) whose prompt a chat template cannot render as the question
-    the model answers: not text or chat messages, empty, a user message without text, a content part that is not text,
-    or a last turn that is not the user's (a prefill included: see grpo_lite.data.prompts). The :class:`DatasetError`
-    names the row (``source``: the file it came from, to name its line) and the column, before anything renders them."""
-    prompts = rows["prompt"] if hasattr(rows, "column_names") else [row.get("prompt") for row in rows]
+    the model answers: not text or chat messages, empty, a user message without text, a content part that is neither
+    text nor an image placeholder, or a last turn that is not the user's (a prefill included: see
+    grpo_lite.data.prompts). Rows with images (an ``image`` or ``images`` column, which TRL reads) must give each an
+    image that reads (grpo_lite.data.images), and a prompt with image placeholders one image per placeholder. The
+    :class:`DatasetError` names the row (``source``: the file it came from, to name its line) and the column, before
+    anything renders them."""
+    columns = list(rows.column_names) if hasattr(rows, "column_names") else list(dict.fromkeys(k for row in rows for k in row))
+    prompts = _column(rows, "prompt")
     place = _row_places(source, len(prompts))
     for index, prompt in enumerate(prompts):
         problem = _prompt_problem(prompt)
         if problem is not None:
             raise DatasetError(f"{place(index)}, column 'prompt': {problem}")
+    images = image_column(columns)
+    counts = [0] * len(prompts)
+    if images is not None:
+        base = Path(source).parent if isinstance(source, (str, Path)) else None
+        counts = [len(found) for found in read_images(_column(rows, images), images, place, base)]
+    for index, (prompt, count) in enumerate(zip(prompts, counts)):
+        _check_placeholders(prompt, count, place(index), images)
+
+
+def _check_placeholders(prompt: Any, count: int, where: str, column: str | None) -> None:
+    """Refuse a chat prompt whose image placeholders are not one per image of its row; a prompt without any is given
+    them by TRL (and by prepare_dataset), before its first user turn."""
+    if count and not is_chat(prompt):
+        raise DatasetError(f"{where}, column 'prompt': the row has images (column {column!r}) and its prompt is text: give it "
+                           "as chat messages ([{'role': 'user', 'content': ...}]), which the processor's chat template renders "
+                           "with the images' placeholders (TRL 1.15 refuses text prompts with images)")
+    placeholders = image_count(prompt) if is_chat(prompt) else 0
+    if placeholders and placeholders != count:
+        given = f"{count} in column {column!r}" if column else "no image column (image or images)"
+        raise DatasetError(f"{where}, column 'prompt': the prompt has {placeholders} image placeholder(s) "
+                           f"({{'type': 'image'}}) and the row gives {given}: give one image per placeholder, or drop "
+                           "the placeholders to have them put before the question")
 
 
 def _read_file(path: Path):
@@ -398,6 +447,9 @@ def prepare_dataset(
     on_long_prompt: str = "drop",
     chat_template_kwargs: dict[str, Any] | None = None,
     fold_system_prompt: bool = True,
+    image_column: str | None = "auto",
+    image_resize: int | tuple[int, int] | None = None,
+    image_convert: str | None = None,
 ):
     """Turn rows into a GRPO dataset with a chat ``prompt`` column and a gold ``answer`` column.
 
@@ -420,6 +472,17 @@ def prepare_dataset(
             ``{"enable_thinking": False}``), for measuring prompts as training renders them.
         fold_system_prompt: with a tokenizer whose chat template rejects or drops a system turn (Gemma 2, Mistral
             v0.1, Phi-3-mini), ``False`` refuses the data instead of folding the system prompt into the question.
+        image_column: the column holding each row's image, or a list of images: a PIL image, a file path (relative to
+            the data file), the file's bytes or a ``datasets`` Image value. ``"auto"`` takes a column named ``images``
+            or ``image``, as TRL does; ``None``: no images. Every image is read and checked here, and every bad one
+            named at once by row and column. The images go to column ``image`` when each row has one (TRL 0.22 and 1.15
+            read it), else ``images`` (a list per row, read by TRL 1.15), with the ``datasets`` Image feature; each
+            prompt gets one ``{"type": "image"}`` part per image before its question, as the vision chat templates
+            and TRL place them. ``tokenizer`` is then the model's processor: prompt lengths count the image tokens
+            it makes of each row's images.
+        image_resize: resize each image: the longest side in pixels (the aspect kept), or (width, height) as
+            Unsloth's vision notebooks do (``(512, 512)``); ``None`` keeps each size.
+        image_convert: convert each image to this mode (``"RGB"``, as the notebooks do; ``"RGBA"``, ``"L"``).
 
     Every other column is kept under its own name, the question's too: GRPOTrainer passes them to reward
     functions as keyword arguments, as it would have without grpo-lite.
@@ -432,7 +495,8 @@ def prepare_dataset(
     ('2 + 2 = 4 #### 4', '4', 'What is 2+2?')
     """
     check(dict(question=question, answer=answer, system_prompt=system_prompt, max_prompt_tokens=max_prompt_tokens,
-               on_long_prompt=on_long_prompt), DATA_KEYS, DatasetError, "prepare_dataset")
+               on_long_prompt=on_long_prompt, image_column=image_column, image_resize=image_resize,
+               image_convert=image_convert), {**DATA_KEYS, **IMAGE_KEYS}, DatasetError, "prepare_dataset")
     source = load_rows(rows_or_dataset)
     is_list = isinstance(source, list)
     columns = list(dict.fromkeys(key for row in source for key in row)) if is_list else source.column_names
@@ -459,11 +523,16 @@ def prepare_dataset(
         logger.warning(f"the data's own 'answer' column is replaced by the gold answers of {answer!r} (answer={answer!r}), "
                        f"which grpo-lite's rewards read; {answer!r} stays as it is")
     keeps_solution = "solution" in columns  # the user's own solution column is never overwritten
+    images, image_column, image_out = _row_images(rows_or_dataset, source, columns, image_column, image_resize, image_convert)
+    if images and image_out != image_column and image_out in columns and image_out != question:
+        raise DatasetError(f"column {image_out!r} is where TRL reads the images of column {image_column!r} from, and the "
+                           f"data has its own {image_out!r}: rename it, or pass image_column={image_out!r}")
 
     def to_prompt(row: dict[str, Any], index: int) -> dict[str, Any]:
         messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
-        messages.append({"role": "user", "content": row[question]})
-        out: dict[str, Any] = {"prompt": messages}
+        placeholders = [{"type": "image"}] * len(images[index]) if images else []  # before the question, as TRL puts them
+        messages.append({"role": "user", "content": [*placeholders, {"type": "text", "text": row[question]}]})
+        out: dict[str, Any] = {"prompt": text_messages(messages)}  # without images, each content is its text
         if golds is not None:
             if "####" in str(raw_answers[index]) and not keeps_solution:
                 out["solution"] = str(raw_answers[index])
@@ -471,6 +540,8 @@ def prepare_dataset(
         return out
 
     replaced = {"prompt", "answer"} if golds is not None else {"prompt"}  # every other column keeps its name and values
+    if images:
+        replaced |= {image_column, image_out} - {question}  # the images read, checked and shaped replace their values
     if is_list:
         as_text = set()
         if answer and answer not in replaced and len({type(v) for v in raw_answers if v is not None}) > 1:
@@ -483,11 +554,19 @@ def prepare_dataset(
     else:
         if golds is not None and "answer" in columns and question != "answer":
             source = source.remove_columns("answer")  # the gold text replaces it, as text: not cast back to its old type
+        if images:  # read and checked already: decoding them again in map would stop at a bad one with datasets' error
+            source = source.remove_columns([c for c in {image_column, image_out} if c in source.column_names and c != question])
         prepared = source.map(to_prompt, with_indices=True, remove_columns=[c for c in replaced if c in source.column_names])
+    if images:
+        prepared = _with_images(prepared, image_out, images)
     if tokenizer is None:
         if max_prompt_tokens is not None:
             raise DatasetError("max_prompt_tokens needs a tokenizer: pass tokenizer=... to measure prompt lengths")
         return prepared
+    if images and getattr(tokenizer, "image_processor", None) is None:
+        raise DatasetError(f"the rows have images (column {image_column!r}), and the tokenizer given is a text tokenizer: pass "
+                           "the vision model's processor (transformers.AutoProcessor) as tokenizer=, to render the image "
+                           "placeholders and count the tokens each image becomes")
     prepared = fit_dataset(prepared, tokenizer, chat_template_kwargs, fold_system_prompt=fold_system_prompt)
     lengths = prompt_lengths(prepared, tokenizer, chat_template_kwargs)
     logger.info(describe_lengths(lengths))
@@ -509,6 +588,44 @@ def prepare_dataset(
     return prepared
 
 
+def _row_images(given: Any, source: Any, columns: list[str], column: str | None, resize: Any,
+                convert: str | None) -> tuple[list[list[Any]] | None, str | None, str | None]:
+    """Each row's images, read and checked (grpo_lite.data.images), and the column they go to: ``image`` when every row
+    has one, which TRL 0.22 and 1.15 read, else ``images``, which TRL 1.15 reads; and the column they came from
+    (``"auto"`` resolved). Nones without an image column."""
+    if column == "auto":
+        column = image_column(columns)
+    elif column is not None and column not in columns:
+        raise DatasetError(f"column {column!r} (image_column, the images) is missing; the data has columns {columns}. "
+                           "Pass image_column='<your column>', or None for rows without images")
+    if column is None:
+        if resize is not None or convert is not None:
+            raise DatasetError("image_resize and image_convert apply to images, and the rows have none: name their column "
+                               "with image_column=")
+        return None, None, None
+    values = [row.get(column) for row in source] if isinstance(source, list) else undecoded(source, column)
+    base = Path(given).parent if isinstance(given, (str, Path)) else None
+    images = read_images(values, column, _row_places(given, len(values)), base, resize=resize, convert=convert)
+    out = "image" if all(len(row) == 1 for row in images) else "images"
+    shape = "one image per row" if out == "image" else f"{min(map(len, images))}-{max(map(len, images))} images per row"
+    logger.info(f"images: column {column!r}{' (found by its name, as TRL finds it)' * (column in IMAGE_COLUMNS)}, "
+                f"{len(images)} rows, {shape}" + (f", resized to {resize}" if resize else "")
+                + (f", converted to {convert}" if convert else "") + f": kept as column {out!r}, "
+                + ("which TRL 0.22 and 1.15 read" if out == "image" else "which TRL 1.15 reads (TRL 0.22 reads one image "
+                                                                          "per row, from a column 'image')"))
+    return images, column, out
+
+
+def _with_images(prepared, column: str, images: list[list[Any]]):
+    """``prepared`` with each row's images as ``column``, stored with the ``datasets`` Image feature (the encoded file,
+    not a list of pixels): one per row for ``image``, a list for ``images``."""
+    from datasets import Dataset, Features, Image, List, concatenate_datasets
+
+    feature = Image() if column == "image" else List(Image())
+    values = [row[0] for row in images] if column == "image" else images
+    return concatenate_datasets([prepared, Dataset.from_dict({column: values}, features=Features({column: feature}))], axis=1)
+
+
 def rows_within(lengths: list[int], limit: int, setting: str) -> list[int]:
     """The indices of the rows whose prompt is at most ``limit`` tokens. A limit that leaves none is refused here,
     naming ``setting`` and the value that keeps every row, so that no filter empties a dataset without saying which."""
@@ -524,9 +641,13 @@ def rows_within(lengths: list[int], limit: int, setting: str) -> list[int]:
 
 def prompt_lengths(dataset, tokenizer, chat_template_kwargs: dict[str, Any] | None = None) -> list[int]:
     """Token count of each row's prompt as training renders it (grpo_lite.data.prompts), generation prompt included, with
-    the row's own values of the columns the chat template reads."""
-    return [len(prompt_token_ids(tokenizer, prompt, kwargs))
-            for prompt, kwargs in zip(dataset["prompt"], row_template_kwargs(tokenizer, dataset, chat_template_kwargs))]
+    the row's own values of the columns the chat template reads. ``tokenizer`` may be a vision model's processor: a row's
+    images (its ``images`` or ``image`` column, as TRL reads them) then count the tokens the processor makes of them."""
+    column = image_column(dataset.column_names)
+    images = [[] if v is None else v if isinstance(v, list) else [v] for v in dataset[column]] if column else None
+    settings = row_template_kwargs(tokenizer, dataset, chat_template_kwargs)
+    return [len(prompt_token_ids(tokenizer, prompt, kwargs, images=images[i] if images else ()))
+            for i, (prompt, kwargs) in enumerate(zip(dataset["prompt"], settings))]
 
 
 def describe_lengths(lengths: list[int]) -> str:

@@ -11,7 +11,9 @@ rendered here, so a model is asked in every path the prompt it trained on, with 
 Content given as a list of parts (``[{"type": "text", "text": ...}]``, the OpenAI / transformers multimodal shape) is
 rendered as the text of its parts (:func:`text_messages`): of the real templates in tests/data/chat_templates only Gemma
 3's takes parts; Llama 3.2's and Gemma 2's render Python's repr of the list into the prompt, the others fail on it. A
-part that is not text (an image) is refused, for now.
+prompt with images is the same prompt with ``{"type": "image"}`` parts where its images go (the images themselves in
+the row's image column, grpo_lite.data.images): its content stays parts, as vision chat templates take them, and a
+vision model's processor renders and counts it (:func:`prompt_token_ids`). A text prompt is a prompt with no image.
 
 A prompt that ends in an assistant message (a prefill: the start of the answer) is continued, not closed: rendered with
 ``continue_final_message``, as TRL 0.22-0.24 render it (trl/data_utils.py, ``maybe_apply_chat_template``). TRL 0.25 and
@@ -172,31 +174,69 @@ def describe_row_settings(tokenizer, rows, chat_template_kwargs: Mapping[str, An
     return line
 
 
+def _is_image(part: Any) -> bool:
+    return isinstance(part, Mapping) and part.get("type") == "image"
+
+
+def image_count(messages: Sequence[Mapping[str, Any]]) -> int:
+    """How many image placeholders (``{"type": "image"}`` parts) a chat prompt holds: the images its row must give."""
+    return sum(_is_image(part) for m in messages if isinstance(m.get("content"), (list, tuple)) for part in m["content"])
+
+
+def _part(part: Any, index: int, role: Any) -> dict[str, Any]:
+    """A content part as the chat templates take it: text, or an image placeholder (the image itself comes from the row's
+    image column, as TRL fills it in); Arrow's None for a key another part has is not part of it."""
+    if isinstance(part, Mapping):
+        given = {key: value for key, value in part.items() if value is not None}
+        if given.get("type") == "text" and isinstance(given.get("text"), str) and set(given) == {"type", "text"}:
+            return {"type": "text", "text": given["text"]}
+        if given == {"type": "image"}:
+            return {"type": "image"}
+        if given.get("type") == "image":
+            raise DatasetError(f"message {index} ({role}) holds an image part with the image in it ({sorted(given)}): "
+                               "give the image in the dataset's image column and {'type': 'image'} where it goes in the "
+                               "prompt (prepare_dataset(..., image_column=...) puts it there)")
+    kind = f"a {part.get('type')!r} part" if isinstance(part, Mapping) and part.get("type") else f"{part!r:.60}"
+    raise DatasetError(f"message {index} ({role}) holds {kind} in its content: give the content as text, or as parts "
+                       "{'type': 'text', 'text': ...} and {'type': 'image'} (the image in the row's image column)")
+
+
 def text_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """``messages`` with content given as a list of text parts turned into the text of its parts, joined as written: the
-    form every chat template renders (Gemma 3's, which takes parts, renders the same text). A part that is not text is a
-    :class:`DatasetError` naming the message.
+    """``messages`` in the one shape every path renders. A prompt without images has each content as text: a list of
+    text parts becomes the text of its parts, joined as written (Gemma 3's template, which takes parts, renders the same
+    text). A prompt with images (``{"type": "image"}`` parts) has each content as a list of parts, text as
+    ``{"type": "text", "text": ...}``: the shape vision chat templates and TRL's ``prepare_multimodal_messages`` read, and
+    one Arrow stores. A part of another kind is a :class:`DatasetError` naming the message.
 
     >>> text_messages([{"role": "user", "content": [{"type": "text", "text": "What is "}, {"type": "text", "text": "2+2?"}]}])
     [{'role': 'user', 'content': 'What is 2+2?'}]
+    >>> text_messages([{"role": "system", "content": "Be brief."}, {"role": "user", "content": [{"type": "image"}]}])[0]
+    {'role': 'system', 'content': [{'type': 'text', 'text': 'Be brief.'}]}
     """
-    plain = []
+    parts = []
     for index, message in enumerate(messages):
-        message = dict(message)
         content = message.get("content")
         if isinstance(content, (list, tuple)):
-            for part in content:
-                if not (isinstance(part, Mapping) and part.get("type") == "text" and isinstance(part.get("text"), str)):
-                    kind = f"a {part.get('type')!r} part" if isinstance(part, Mapping) and part.get("type") else f"{part!r:.60}"
-                    raise DatasetError(f"message {index} ({message.get('role')}) holds {kind} in its content: grpo-lite "
-                                       "trains on text, images are not supported yet; give the content as text, or as "
-                                       "parts {'type': 'text', 'text': ...}")
+            content = [_part(part, index, message.get("role")) for part in content]
+        parts.append(content)
+    with_images = any(isinstance(c, list) and any(_is_image(p) for p in c) for c in parts)
+    plain = []
+    for message, content in zip(messages, parts):
+        message = dict(message)
+        if with_images and isinstance(content, str):
+            message["content"] = [{"type": "text", "text": content}]
+        elif not with_images and isinstance(content, list):
             message["content"] = "".join(part["text"] for part in content)
+        elif isinstance(content, list):
+            message["content"] = content
         plain.append(message)
     return plain
 
 
-def _text(content: Any) -> str:
+def content_text(content: Any) -> str:
+    """A message's text: its text parts joined where it is given as parts."""
+    if isinstance(content, (list, tuple)):
+        return "".join(part["text"] for part in content if isinstance(part, Mapping) and part.get("type") == "text")
     return "" if content is None else str(content)
 
 
@@ -219,8 +259,12 @@ def fold_system(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     if not rest or rest[0].get("role") != "user":
         raise DatasetError("a prompt's system turn is followed by no user turn, so it cannot be folded into one: start each "
                            "prompt with a system and a user message")
-    system = FOLD_SEPARATOR.join(_text(m.get("content")) for m in messages[:count])
-    rest[0]["content"] = system + FOLD_SEPARATOR + _text(rest[0].get("content"))
+    system = FOLD_SEPARATOR.join(content_text(m.get("content")) for m in messages[:count]) + FOLD_SEPARATOR
+    content = rest[0].get("content")
+    if isinstance(content, list):  # a prompt with images: the system text goes before the user's parts, images included
+        rest[0]["content"] = [{"type": "text", "text": system}, *content]
+    else:
+        rest[0]["content"] = system + content_text(content)
     return rest
 
 
@@ -256,7 +300,12 @@ def _markers(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     directive in, case or padding to change, so whether it shows in the render says what the template does with the
     turn, whatever the user's text holds."""
     count = _leading_system(messages)
-    return [{**m, "content": SYSTEM_MARKER.format(i)} for i, m in enumerate(messages[:count])] + list(messages[count:])
+
+    def marker(message: Mapping[str, Any], i: int) -> Any:
+        text = SYSTEM_MARKER.format(i)
+        return [{"type": "text", "text": text}] if isinstance(message.get("content"), list) else text
+
+    return [{**m, "content": marker(m, i)} for i, m in enumerate(messages[:count])] + list(messages[count:])
 
 
 def _system_rule(tokenizer, messages: Sequence[Mapping[str, Any]], kwargs: dict[str, Any]) -> tuple[str | None, bool]:
@@ -271,7 +320,7 @@ def _system_rule(tokenizer, messages: Sequence[Mapping[str, Any]], kwargs: dict[
     rules = _RULES.setdefault(tokenizer, {})
     if key not in rules:
         marked = _markers(messages)
-        markers = [m["content"] for m in marked[:_leading_system(marked)]]
+        markers = [content_text(m["content"]) for m in marked[:_leading_system(marked)]]
         try:
             rendered = _render(tokenizer, marked, kwargs)
             rule = None if all(marker in rendered for marker in markers) else "renders no system turn (the system text is " \
@@ -342,7 +391,7 @@ def chat_messages(tokenizer, messages: Sequence[Mapping[str, Any]], chat_templat
     if not _leading_system(messages):
         _say_own_system_text(tokenizer, messages, kwargs)
         return messages
-    if not any(_text(m.get("content")).strip() for m in messages[:_leading_system(messages)]):
+    if not any(content_text(m.get("content")).strip() for m in messages[:_leading_system(messages)]):
         return messages
     rule, survives = _system_rule(tokenizer, messages, kwargs)
     if rule is None:
@@ -381,11 +430,19 @@ def render_prompt(tokenizer, prompt: str | Sequence[Mapping[str, Any]], chat_tem
 
 
 def prompt_token_ids(tokenizer, prompt: str | Sequence[Mapping[str, Any]], chat_template_kwargs: Mapping[str, Any] | None = None,
-                     *, fold_system_prompt: bool = True) -> list[int]:
+                     *, fold_system_prompt: bool = True, images: Sequence[Any] = ()) -> list[int]:
     """The token ids of :func:`render_prompt`'s text, as TRL tokenizes a rendered chat (no special tokens added: the
-    template writes its own)."""
+    template writes its own). ``tokenizer`` may be a vision model's processor (it has an ``image_processor``): the text
+    and the row's ``images`` then go through it together, as TRL gives them, so each image counts the tokens the
+    processor makes of it (Qwen2-VL's one ``<|image_pad|>`` becomes one per patch group of that image)."""
     text = render_prompt(tokenizer, prompt, chat_template_kwargs, fold_system_prompt=fold_system_prompt)
-    return tokenizer(text, add_special_tokens=False)["input_ids"]
+    if getattr(tokenizer, "image_processor", None) is None:
+        if images:
+            raise DatasetError(f"the prompt has {len(images)} image(s), and {_name(tokenizer)} is a text tokenizer: give the "
+                               "vision model's processor (transformers.AutoProcessor) to count its image tokens")
+        return tokenizer(text, add_special_tokens=False)["input_ids"]
+    ids = tokenizer(text=[text], images=list(images) or None, add_special_tokens=False)["input_ids"][0]
+    return [int(i) for i in ids]
 
 
 def fit_dataset(dataset, tokenizer, chat_template_kwargs: Mapping[str, Any] | None = None, *, fold_system_prompt: bool = True):

@@ -1,0 +1,234 @@
+"""Rows with images: every way a dataset gives an image is read, checked and shaped before a model loads, kept where TRL
+reads it, placed in the prompt, and counted as the processor counts it."""
+
+from __future__ import annotations
+
+import inspect
+import io
+import json
+
+import pytest
+from datasets import Dataset, Features, Image, List, Value
+from PIL import Image as PIL
+
+from grpo_lite.data.prepare import check_prompts, prepare_dataset, prompt_lengths
+from grpo_lite.data.prompts import DatasetError, fold_system, render_prompt, text_messages
+from grpo_lite.model.tiny import build_tokenizer
+
+# A Qwen2-VL-shaped chat template: one <|image_pad|> per image part, which the processor expands per patch group.
+VL_TEMPLATE = ("{% for message in messages %}<|im_start|>{{ message['role'] }}\n{% if message['content'] is string %}"
+               "{{ message['content'] }}{% else %}{% for part in message['content'] %}{% if part['type'] == 'image' %}"
+               "<|vision_start|><|image_pad|><|vision_end|>{% elif part['type'] == 'text' %}{{ part['text'] }}{% endif %}"
+               "{% endfor %}{% endif %}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+
+
+@pytest.fixture(scope="module")
+def processor():
+    """Qwen2.5-VL's processor over a tiny byte-level tokenizer, kept to this file: its video part is left out (it needs
+    torchvision, which does not import beside the CPU torch here), the image path is transformers' own. The image
+    processor is the PIL one (transformers 5 names it Qwen2VLImageProcessorPil; 4.56's Qwen2VLImageProcessor is PIL)."""
+    import transformers
+    from transformers import Qwen2_5_VLProcessor
+
+    image_processor = getattr(transformers, "Qwen2VLImageProcessorPil", None) or transformers.Qwen2VLImageProcessor
+
+    class ImageOnlyProcessor(Qwen2_5_VLProcessor):
+        attributes = ["image_processor", "tokenizer"]  # transformers 4.x reads the parts from here
+        tokenizer_class = "PreTrainedTokenizerFast"  # 4.x checks the tokenizer's class by this name
+
+        @classmethod
+        def get_attributes(cls):  # transformers 5 reads them from here
+            return ["image_processor", "tokenizer"]
+
+    tokenizer = build_tokenizer()
+    tokenizer.add_special_tokens({"additional_special_tokens": ["<|vision_start|>", "<|image_pad|>", "<|vision_end|>",
+                                                                "<|video_pad|>"]})
+    tokenizer.chat_template = VL_TEMPLATE
+    return ImageOnlyProcessor(image_processor=image_processor(min_pixels=28 * 28, max_pixels=28 * 28 * 64),
+                              tokenizer=tokenizer, chat_template=VL_TEMPLATE)
+
+
+def png(size=(40, 30), mode="RGB", color=None) -> bytes:
+    buffer = io.BytesIO()
+    PIL.new(mode, size, color).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def rows(*images):
+    return [{"question": f"What is shown {i}?", "answer": str(i), "image": image} for i, image in enumerate(images)]
+
+
+def test_every_kind_of_image_value_becomes_an_image_trl_reads_with_one_placeholder_each(tmp_path):
+    (tmp_path / "pics").mkdir()
+    (tmp_path / "pics" / "a.png").write_bytes(png((20, 10)))
+    data = tmp_path / "rows.jsonl"
+    data.write_text("\n".join(json.dumps({"question": f"q{i}", "answer": "1", "image": "pics/a.png"}) for i in range(2)))
+    from_file = prepare_dataset(data, system_prompt="Look.")  # the path is read from the data file's folder
+    assert from_file.features["image"] == Image() and from_file[0]["image"].size == (20, 10)
+    assert from_file[0]["prompt"] == [{"role": "system", "content": [{"type": "text", "text": "Look."}]},
+                                      {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "q0"}]}]
+
+    given = [PIL.new("RGB", (8, 8)), png((9, 9), "L"), {"bytes": png((7, 5)), "path": None},
+             {"bytes": None, "path": str(tmp_path / "pics" / "a.png")}]
+    prepared = prepare_dataset(rows(*given), system_prompt=None)
+    assert [image.size for image in prepared["image"]] == [(8, 8), (9, 9), (7, 5), (20, 10)]
+    # Arrow stores parts as one struct: an image part reads back with text None, which text_messages (every render) drops
+    assert [m["content"][0] for p in prepared["prompt"] for m in text_messages(p)] == [{"type": "image"}] * 4
+
+    several = prepare_dataset(rows([png(), png((5, 5))], [png()]), system_prompt=None)
+    assert several.features["images"] == List(Image()) and "image" not in several.column_names
+    assert [len(images) for images in several["images"]] == [2, 1]
+    assert [sum(part["type"] == "image" for part in p[0]["content"]) for p in several["prompt"]] == [2, 1]
+
+
+def test_a_datasets_image_column_is_read_undecoded_so_a_bad_image_is_named_not_raised_by_datasets():
+    features = Features({"question": Value("string"), "answer": Value("string"), "image": Image()})
+    good = Dataset.from_dict({"question": ["a", "b"], "answer": ["1", "2"], "image": [png(), png((3, 3))]}, features=features)
+    assert [image.size for image in prepare_dataset(good)["image"]] == [(40, 30), (3, 3)]
+    bad = Dataset.from_dict({"question": ["a", "b"], "answer": ["1", "2"], "image": [png(), png()[:60]]}, features=features)
+    with pytest.raises(DatasetError, match=r"row 1, column 'image': the bytes are not an image PIL can read"):
+        prepare_dataset(bad)
+
+
+def test_images_are_resized_and_converted_as_the_notebooks_do():
+    prepared = prepare_dataset(rows(png((100, 50), "RGBA"), png((10, 40), "L")), image_resize=(512, 512), image_convert="RGB")
+    assert [(image.size, image.mode) for image in prepared["image"]] == [((512, 512), "RGB")] * 2
+    longest = prepare_dataset(rows(png((100, 50)), png((10, 40))), image_resize=20)
+    assert [image.size for image in longest["image"]] == [(20, 10), (5, 20)]
+    with pytest.raises(DatasetError, match=r"image_resize=\(0, 5\): give the longest side"):
+        prepare_dataset(rows(png()), image_resize=(0, 5))
+    with pytest.raises(DatasetError, match=r"image_convert='CMYKX': give one of RGB"):
+        prepare_dataset(rows(png()), image_convert="CMYKX")
+    with pytest.raises(DatasetError, match=r"image_resize and image_convert apply to images, and the rows have none"):
+        prepare_dataset([{"question": "q", "answer": "1"}], image_convert="RGB")
+
+
+def test_every_bad_image_is_named_at_once_by_row_and_column_with_the_fix(tmp_path):
+    bad = rows(png()[:50], str(tmp_path / "gone.png"), "https://example.com/cat.png", b"not an image", 42, None, [],
+               [png(), "s3://bucket/x.png"], png())
+    with pytest.raises(DatasetError) as refused:
+        prepare_dataset(bad)
+    message = str(refused.value)
+    assert message.startswith("8 image values cannot be read")
+    for expected in ("row 0, column 'image': the bytes are not an image PIL can read",
+                     f"row 1, column 'image': image file {str(tmp_path / 'gone.png')!r} does not exist",
+                     "row 2, column 'image': 'https://example.com/cat.png' is a URL, and nothing is fetched from the network "
+                     "while preparing data: download the image first",
+                     "row 3, column 'image': the bytes are not an image", "row 4, column 'image': expected an image",
+                     "row 5, column 'image': the row has no image", "row 6, column 'image': the list of images is empty",
+                     "row 7, column 'image', image 1: 's3://bucket/x.png' is a URL"):
+        assert expected in message
+    assert "row 8" not in message
+
+
+def test_a_named_image_column_goes_where_trl_reads_it_and_is_not_kept_twice():
+    prepared = prepare_dataset([{"question": "q", "answer": "1", "photo": png()}], image_column="photo")
+    assert "photo" not in prepared.column_names and prepared[0]["image"].size == (40, 30)
+    with pytest.raises(DatasetError, match=r"image_column=5: name the column holding each row's image"):
+        prepare_dataset([{"question": "q", "answer": "1", "photo": png()}], image_column=5)
+    with pytest.raises(DatasetError, match=r"column 'pic' \(image_column, the images\) is missing"):
+        prepare_dataset([{"question": "q", "answer": "1", "photo": png()}], image_column="pic")
+    with pytest.raises(DatasetError, match=r"the data has its own 'image': rename it, or pass image_column='image'"):
+        prepare_dataset([{"question": "q", "answer": "1", "photo": png(), "image": "x"}], image_column="photo")
+    text_only = prepare_dataset([{"question": "q", "answer": "1", "image": "not read"}], image_column=None)
+    assert text_only[0]["image"] == "not read" and text_only[0]["prompt"][-1]["content"] == "q"
+
+
+@pytest.mark.parametrize("column", ["image", "images"])
+def test_the_columns_written_are_those_the_installed_trl_reads(column):
+    """TRL 1.15 reads images then image; TRL 0.22 reads image only (trl/trainer/grpo_trainer.py)."""
+    import trl
+    from trl import GRPOTrainer
+
+    reads = f'"{column}" in inputs[0]' in inspect.getsource(GRPOTrainer)
+    assert reads or (column == "images" and trl.__version__.startswith("0.22"))
+
+
+def test_prepared_rows_give_one_image_per_placeholder_and_images_that_read():
+    placed = [{"role": "user", "content": [{"type": "image"}, {"type": "image"}, {"type": "text", "text": "Which?"}]}]
+    check_prompts([{"prompt": placed, "images": [png(), png()]}])
+    check_prompts([{"prompt": [{"role": "user", "content": "Which?"}], "image": png()}])  # TRL places it
+    with pytest.raises(DatasetError, match=r"row 1, column 'prompt': the prompt has 2 image placeholder\(s\) .* and the row "
+                                           r"gives 1 in column 'images'"):
+        check_prompts([{"prompt": placed, "images": [png(), png()]}, {"prompt": placed, "images": [png()]}])
+    with pytest.raises(DatasetError, match=r"row 0, column 'prompt': the prompt has 2 .* no image column"):
+        check_prompts([{"prompt": placed}])
+    with pytest.raises(DatasetError, match=r"row 0, column 'prompt': the row has images \(column 'image'\) and its prompt is "
+                                           r"text: give it as chat messages"):
+        check_prompts([{"prompt": "Which?", "image": png()}])
+    with pytest.raises(DatasetError, match=r"row 0, column 'image': 'http://x/y.png' is a URL"):
+        check_prompts([{"prompt": placed[:1], "image": "http://x/y.png"}])
+
+
+def test_a_prompt_with_images_keeps_its_parts_and_folds_a_system_turn_before_them():
+    prompt = [{"role": "system", "content": "Be brief."},
+              {"role": "user", "content": [{"type": "image", "text": None}, {"type": "text", "text": "What?"}]}]
+    assert text_messages(prompt)[1]["content"] == [{"type": "image"}, {"type": "text", "text": "What?"}]
+    assert fold_system(prompt) == [{"role": "user", "content": [{"type": "text", "text": "Be brief.\n\n"}, {"type": "image"},
+                                                                 {"type": "text", "text": "What?"}]}]
+
+
+def test_prompt_lengths_count_the_image_tokens_the_processor_makes_of_each_rows_images(processor):
+    small, large = PIL.new("RGB", (56, 56)), PIL.new("RGB", (224, 224))
+    prepared = prepare_dataset(rows(small, large), system_prompt=None, tokenizer=processor)
+    text = render_prompt(processor, prepared[0]["prompt"])
+    assert text.count("<|image_pad|>") == 1  # one placeholder in the text, expanded by the processor
+    pad = processor.tokenizer.convert_tokens_to_ids("<|image_pad|>")
+    expanded = [processor(text=[render_prompt(processor, p)], images=[image])["input_ids"][0].count(pad)
+                for p, image in zip(prepared["prompt"], [small, large])]
+    assert expanded[0] < expanded[1]
+    lengths = prompt_lengths(prepared, processor)
+    assert lengths[1] - lengths[0] == expanded[1] - expanded[0]
+    kept = prepare_dataset(rows(small, large), system_prompt=None, tokenizer=processor, max_prompt_tokens=lengths[0])
+    assert len(kept) == 1 and kept[0]["image"].size == (56, 56)
+
+
+def test_images_with_a_text_tokenizer_are_refused_before_anything_renders_them(tiny_model):
+    _, tokenizer = tiny_model
+    with pytest.raises(DatasetError, match=r"the rows have images \(column 'image'\), and the tokenizer given is a text "
+                                           r"tokenizer: pass the vision model's processor"):
+        prepare_dataset(rows(png()), tokenizer=tokenizer)
+
+
+def test_a_system_prompt_is_kept_or_folded_before_the_images_as_the_processors_template_takes_it(processor):
+    image = PIL.new("RGB", (56, 56))
+    kept = prepare_dataset(rows(image), system_prompt="Be brief.", tokenizer=processor)
+    assert render_prompt(processor, kept[0]["prompt"]).startswith("<|im_start|>system\nBe brief.<|im_end|>")
+    rejecting = ("{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}"
+                 + VL_TEMPLATE)
+    template = processor.chat_template
+    processor.chat_template = rejecting
+    try:
+        folded = prepare_dataset(rows(image), system_prompt="Be brief.", tokenizer=processor)
+        assert text_messages(folded[0]["prompt"]) == [{"role": "user", "content": [
+            {"type": "text", "text": "Be brief.\n\n"}, {"type": "image"}, {"type": "text", "text": "What is shown 0?"}]}]
+        assert render_prompt(processor, folded[0]["prompt"]).startswith(
+            "<|im_start|>user\nBe brief.\n\n<|vision_start|><|image_pad|><|vision_end|>What is shown 0?")
+        with pytest.raises(DatasetError, match=r"rejects a system turn .* and fold_system_prompt=False"):
+            prepare_dataset(rows(image), system_prompt="Be brief.", tokenizer=processor, fold_system_prompt=False)
+    finally:
+        processor.chat_template = template
+
+
+def test_a_prepared_row_tokenizes_through_trls_own_image_path_to_the_length_counted(processor):
+    """What GRPOTrainer does with a row: TRL 1.15 fills the placeholders with the row's images
+    (``prepare_multimodal_messages(prompt, images=...)``) and the processor renders and tokenizes them; TRL 0.22 keeps
+    the placeholders (``num_images=1``), renders with ``maybe_apply_chat_template`` and gives the processor the images."""
+    import copy
+
+    import trl
+    from trl.data_utils import prepare_multimodal_messages
+
+    prepared = prepare_dataset(rows(PIL.new("RGB", (56, 56)), PIL.new("RGB", (112, 84))), tokenizer=processor)
+    for row, length in zip(prepared, prompt_lengths(prepared, processor)):
+        if trl.__version__.startswith("0.22"):
+            from trl.data_utils import maybe_apply_chat_template
+
+            prompt = copy.deepcopy(row["prompt"])
+            prepare_multimodal_messages(prompt, num_images=1)
+            text = maybe_apply_chat_template({"prompt": prompt}, processor)["prompt"]
+            ids = processor(text=[text], images=[[row["image"]]], add_special_tokens=False)["input_ids"][0]
+        else:
+            prompt = prepare_multimodal_messages(row["prompt"], images=[row["image"]])
+            ids = processor.apply_chat_template(prompt, add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"][0]
+        assert len(ids) == length
