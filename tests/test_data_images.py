@@ -13,6 +13,7 @@ from PIL import Image as PIL
 
 from grpo_lite.data.prepare import check_prompts, prepare_dataset, prompt_lengths
 from grpo_lite.data.prompts import DatasetError, fold_system, render_prompt, text_messages
+from grpo_lite.machine import stack
 from grpo_lite.model.tiny import build_tokenizer
 
 # A Qwen2-VL-shaped chat template: one <|image_pad|> per image part, which the processor expands per patch group.
@@ -75,6 +76,11 @@ def test_every_kind_of_image_value_becomes_an_image_trl_reads_with_one_placehold
     # Arrow stores parts as one struct: an image part reads back with text None, which text_messages (every render) drops
     assert [m["content"][0] for p in prepared["prompt"] for m in text_messages(p)] == [{"type": "image"}] * 4
 
+    if not stack.newer("several_images"):  # TRL 0.22 reads one image a row: refused, naming the rows and the stack
+        with pytest.raises(DatasetError, match=r"^row 0, column 'image': 1 rows hold other than one image, and TRL 0\.22\.2 "
+                                               r"reads one image a row .*or train on TRL 0\.24\.0 or later"):
+            prepare_dataset(rows([png(), png((5, 5))], [png()]), system_prompt=None)
+        return
     several = prepare_dataset(rows([png(), png((5, 5))], [png()]), system_prompt=None)
     assert several.features["images"] == List(Image()) and "image" not in several.column_names
     assert [len(images) for images in several["images"]] == [2, 1]
@@ -136,12 +142,12 @@ def test_a_named_image_column_goes_where_trl_reads_it_and_is_not_kept_twice():
 
 @pytest.mark.parametrize("column", ["image", "images"])
 def test_the_columns_written_are_those_the_installed_trl_reads(column):
-    """TRL 1.15 reads images then image; TRL 0.22 reads image only (trl/trainer/grpo_trainer.py)."""
-    import trl
+    """TRL 0.24 and later read images then image; TRL 0.22 reads image only (trl/trainer/grpo_trainer.py), as
+    grpo_lite.machine.stack's several_images says."""
     from trl import GRPOTrainer
 
     reads = f'"{column}" in inputs[0]' in inspect.getsource(GRPOTrainer)
-    assert reads or (column == "images" and trl.__version__.startswith("0.22"))
+    assert reads == (column == "image" or stack.newer("several_images"))
 
 
 def test_prepared_rows_give_one_image_per_placeholder_and_images_that_read():

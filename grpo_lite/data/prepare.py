@@ -39,6 +39,7 @@ from typing import Any
 from rewards.extract import gold_text, is_data_frame, is_missing
 
 from ..log import logger
+from ..machine import stack
 from ..shapes import AnyOf, Declared, Flag, Kind, Shape, Text, Whole, check, optional
 from .images import IMAGE_COLUMNS, read_images, undecoded
 from .prompts import DatasetError, content_text, ends_in_prefill, fit_dataset, image_count, is_chat, prompt_token_ids, row_template_kwargs, text_messages
@@ -607,12 +608,18 @@ def _row_images(given: Any, source: Any, columns: list[str], column: str | None,
     base = Path(given).parent if isinstance(given, (str, Path)) else None
     images = read_images(values, column, _row_places(given, len(values)), base, resize=resize, convert=convert)
     out = "image" if all(len(row) == 1 for row in images) else "images"
+    if out == "images" and not stack.newer("several_images"):
+        place = _row_places(given, len(images))
+        several = [place(i) for i, row in enumerate(images) if len(row) != 1]
+        raise DatasetError(f"{', '.join(several[:5])}{' ...' * (len(several) > 5)}, column {column!r}: {len(several)} rows hold "
+                           f"other than one image, and TRL {stack.installed('trl')} reads one image a row "
+                           f"({stack.DIFFERENCES['several_images'].older}); give each row one image, or train on TRL "
+                           f"{stack.DIFFERENCES['several_images'].since} or later (the latest stack: requirements/lock.txt)")
     shape = "one image per row" if out == "image" else f"{min(map(len, images))}-{max(map(len, images))} images per row"
     logger.info(f"images: column {column!r}{' (found by its name, as TRL finds it)' * (column in IMAGE_COLUMNS)}, "
                 f"{len(images)} rows, {shape}" + (f", resized to {resize}" if resize else "")
                 + (f", converted to {convert}" if convert else "") + f": kept as column {out!r}, "
-                + ("which TRL 0.22 and 1.15 read" if out == "image" else "which TRL 1.15 reads (TRL 0.22 reads one image "
-                                                                          "per row, from a column 'image')"))
+                + ("which TRL reads on both stacks" if out == "image" else "which TRL 0.24 and later read"))
     return images, column, out
 
 

@@ -107,6 +107,11 @@ DIFFERENCES: dict[str, Difference] = {
     "generation_helpers": Difference(
         "trl", "0.24.0", "_generate_and_score_completions calls the model's generate itself (trl/trainer/grpo_trainer.py)",
         "it generates through GRPOTrainer._generate and _generate_single_turn (trl/trainer/grpo_trainer.py)"),
+    "several_images": Difference(
+        "trl", "0.24.0", "the trainer reads one image a row, from a column 'image' (trl/trainer/grpo_trainer.py, "
+        "_generate_and_score_completions)",
+        "it reads a list of images a row from a column 'images', else one from 'image' (trl/trainer/grpo_trainer.py, "
+        "_generate_and_score_completions)"),
     "trl_math_rewards": Difference(
         "trl", "0.24.0", "trl.rewards holds think_format_reward and get_soft_overlong_punishment (trl/rewards/__init__.py)",
         "trl.rewards adds accuracy_reward, reasoning_accuracy_reward, get_repetition_penalty_reward, ... "
