@@ -128,27 +128,40 @@ class _FakeUnsloth:
 
 def test_the_unsloth_path_loads_a_vision_model_through_fastvisionmodel(folders_without_processor, monkeypatch):
     fake = types.ModuleType("unsloth")
-    fake.FastLanguageModel, fake.FastVisionModel = _FakeUnsloth("FastLanguageModel"), _FakeUnsloth("FastVisionModel")
+    fake.FastVisionModel = _FakeUnsloth("FastVisionModel")  # a text model's loader would fail here: there is none
     monkeypatch.setitem(sys.modules, "unsloth", fake)
     _FakeUnsloth.calls.clear()
     backend = Backend("unsloth", "test", load_in_4bit=True, fast_inference=False)
-    _load_unsloth(str(folders_without_processor), backend, 1024, 8, 16, "all-linear", "auto", 3407, {}, {}, vision=True,
-                  layers=LayerChoice(vision=False))
+    lora_options = dict(lora_dropout=0.0, bias="none", use_rslora=False, init_lora_weights=True, modules_to_save=None,
+                        layers_to_transform=None, layers_pattern=None, ensure_weight_tying=None)  # as load_model gives them
+    _load_unsloth(str(folders_without_processor), backend, 1024, 8, 16, "all-linear", "auto", 3407, {}, lora_options,
+                  vision=True, layers=LayerChoice(vision=False))
     (loader, _, loaded), (peft_loader, _, peft) = _FakeUnsloth.calls
     assert loader == peft_loader == "FastVisionModel" and loaded["load_in_4bit"] is True
     assert peft["finetune_vision_layers"] is False and peft["finetune_language_layers"] is True
     assert peft["use_gradient_checkpointing"] == "unsloth" and peft["random_state"] == 3407
-    assert all(name not in ("qkv", "attn.proj") for name in peft["target_modules"])  # Qwen2.5-VL's vision tower's
-    # every keyword handed over is a parameter of the real FastVisionModel.get_peft_model (unsloth/models/vision.py),
-    # read from its file: importing Unsloth patches transformers
+    # "all-linear" as None: FastVisionModel builds its targets from the flags (its own "all-linear" turns them all on)
+    assert peft["target_modules"] is None
+    _FakeUnsloth.calls.clear()
+    _load_unsloth(str(folders_without_processor), backend, 1024, 8, 16, ["q_proj", "self_attn.v_proj"], "auto", 3407, {},
+                  lora_options, vision=True, layers=LayerChoice(vision=False))
+    assert _FakeUnsloth.calls[-1][2]["target_modules"] == ["q_proj", "v_proj"]  # leaf names, which its flags scope
+    # every keyword handed over is a named parameter of the installed Unsloth's FastVisionModel.from_pretrained (FastModel's,
+    # unsloth/models/loader.py) and get_peft_model (FastBaseModel's, unsloth/models/vision.py), read from their files:
+    # importing Unsloth patches transformers
     monkeypatch.delitem(sys.modules, "unsloth")
     spec = importlib.util.find_spec("unsloth")
     if spec is None:
-        pytest.skip("Unsloth is not installed: its get_peft_model's parameters cannot be read")
-    source = Path(spec.origin).parent / "models" / "vision.py"
+        pytest.skip("Unsloth is not installed: its loaders' parameters cannot be read")
+    assert set(loaded) <= _parameters(Path(spec.origin).parent / "models" / "loader.py", "FastModel", "from_pretrained")
+    assert set(peft) <= _parameters(Path(spec.origin).parent / "models" / "vision.py", "FastBaseModel", "get_peft_model")
+
+
+def _parameters(source: Path, cls: str, method: str) -> set[str]:
     tree = ast.parse(source.read_text())
-    real = next(node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) and node.name == "get_peft_model")
-    assert set(peft) <= {argument.arg for argument in real.args.args + real.args.kwonlyargs}
+    owner = next(node for node in ast.walk(tree) if isinstance(node, ast.ClassDef) and node.name == cls)
+    function = next(node for node in owner.body if isinstance(node, ast.FunctionDef) and node.name == method)
+    return {argument.arg for argument in function.args.args + function.args.kwonlyargs}
 
 
 @pytest.fixture

@@ -346,11 +346,12 @@ def _with_chat_template(tokenizer, chat_template: str):
 def _load_unsloth(model_name, choice, max_seq_length, lora_rank, alpha, target_modules, gpu_memory_utilization, seed, kwargs,
                   lora_options=None, *, vision=False, layers=LANGUAGE_LAYERS):
     import unsloth  # noqa: F401  (must be imported before trl / transformers / peft are used)
-    from unsloth import FastLanguageModel, FastVisionModel
 
-    # FastVisionModel (unsloth/models/loader.py, a FastModel) loads an image-text-to-text model and its processor; its
-    # get_peft_model (unsloth/models/vision.py) takes the finetune_* flags
-    loader = FastVisionModel if vision else FastLanguageModel
+    if vision:  # FastVisionModel (unsloth/models/loader.py, a FastModel) loads an image-text-to-text model and its
+        # processor; its get_peft_model (unsloth/models/vision.py) takes the finetune_* flags
+        from unsloth import FastVisionModel as loader
+    else:
+        from unsloth import FastLanguageModel as loader
     vllm = {"max_lora_rank": lora_rank or 16, "gpu_memory_utilization": gpu_memory_utilization} if choice.fast_inference else {}
     model, tokenizer = loader.from_pretrained(
         model_name,
@@ -369,7 +370,7 @@ def _load_unsloth(model_name, choice, max_seq_length, lora_rank, alpha, target_m
             model,
             r=lora_rank,
             lora_alpha=alpha,
-            target_modules=targets.modules,
+            target_modules=_unsloth_vision_targets(target_modules, targets.modules) if vision else targets.modules,
             # Given None, both get_peft_model guess the experts from the names in target_modules (unsloth/models/_utils.py,
             # get_moe_target_parameters; called from llama.py and vision.py, the path of gpt-oss); given a list, even an
             # empty one, they take it (vision.py scopes it to the text model, _scope_parameter_targets_to_core): the
@@ -382,6 +383,18 @@ def _load_unsloth(model_name, choice, max_seq_length, lora_rank, alpha, target_m
             **(layers.unsloth_options() if vision else {}),
         )
     return model, tokenizer
+
+
+def _unsloth_vision_targets(given, modules):
+    """``target_modules`` for FastVisionModel.get_peft_model (unsloth/models/vision.py), which picks the towers and roles
+    itself from the finetune_* flags, by its own name tags (unsloth_zoo/peft_utils.py, get_peft_regex): None for
+    "all-linear", as its "all-linear" turns every flag on; else the chosen weights' leaf names, as it routes a list of
+    leaf names through the same filter (a qualified name it would not scope)."""
+    if isinstance(given, str) and given.lower() == "all-linear":
+        return None
+    if isinstance(modules, str):  # a regex: handed on as it is
+        return modules
+    return list(dict.fromkeys(name.rsplit(".", 1)[-1] for name in modules))
 
 
 def _load_transformers(model_name, choice, lora_rank, alpha, target_modules, seed, kwargs, lora_options=None, *,
