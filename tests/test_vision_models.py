@@ -167,3 +167,17 @@ def _parameters(source: Path, cls: str, method: str) -> set[str]:
 @pytest.fixture
 def folders_without_processor(tmp_path):
     return VISION_FAMILIES[0].build(tmp_path)
+
+
+@needs_torchvision
+def test_a_vision_model_trains_its_lora_over_4bit_weights_on_the_cpu(folders):
+    pytest.importorskip("bitsandbytes")
+    from PIL import Image
+
+    model, processor = load_model(folders["qwen2.5-vl"], backend="transformers", load_in_4bit=True)
+    text = processor.apply_chat_template(_prompt(), add_generation_prompt=True, tokenize=False)
+    inputs = processor(text=[text], images=[Image.new("RGB", (56, 56), "red")], return_tensors="pt")
+    model.train()
+    model(**inputs, labels=inputs["input_ids"]).loss.backward()
+    trained = [name for name, parameter in model.named_parameters() if parameter.grad is not None]
+    assert trained and all("lora_" in name and "visual" not in name for name in trained)
