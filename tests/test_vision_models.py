@@ -42,6 +42,10 @@ def _prompt(text: str = "What is 2 + 2?") -> list[dict]:
     return [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": text}]}]
 
 
+def image_token_of(processor, family) -> int:
+    return processor.tokenizer.convert_tokens_to_ids(IMAGE_TOKENS[family.name])
+
+
 def _lora_paths(model) -> list[str]:
     return [name.removesuffix(".lora_A") for name, _ in model.named_modules() if name.endswith(".lora_A")]
 
@@ -58,10 +62,12 @@ def test_a_tiny_vision_model_renders_one_image_and_runs_forward(family, folders)
     assert model.config.model_type == {"qwen2.5-vl": "qwen2_5_vl", "qwen2-vl": "qwen2_vl",
                                        "gemma-3-vision": "gemma3"}[family.name]
     assert processor.chat_template == family.chat_template()
+    # random weights would sample image tokens into a completion, whose forward then finds more image tokens than images
+    assert image_token_of(processor, family) in model.generation_config.suppress_tokens
     text = processor.apply_chat_template(_prompt(), add_generation_prompt=True, tokenize=False)
     assert text.endswith(family.generation_prompt) and "What is 2 + 2?" in text
     inputs = processor(text=[text], images=[Image.new("RGB", (56, 56), "red")], return_tensors="pt")
-    image_token = processor.tokenizer.convert_tokens_to_ids(IMAGE_TOKENS[family.name])
+    image_token = image_token_of(processor, family)
     # a 56-pixel image: a 4x4 grid of 14-pixel patches, pooled 2x2 into 4 tokens by every family here
     assert inputs["input_ids"][0].tolist().count(image_token) == 4
     with torch.no_grad():

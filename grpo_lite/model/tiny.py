@@ -291,6 +291,9 @@ def build_tiny_model(
     stops = [tokenizer.convert_tokens_to_ids(token) for token in kind.stops]
     model.generation_config.eos_token_id = [tokenizer.eos_token_id, *stops] if stops else tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
+    if kind.vision is not None:  # random weights sample any token: an image token in a completion has no image to match
+        model.generation_config.suppress_tokens = [tokenizer.convert_tokens_to_ids(token)
+                                                   for token in kind.vision.token_ids.values()]
     # Files are written aside, then moved in one by one with os.replace: another process reading the folder
     # (a second rank of a multi-process run) sees each file either complete or not yet there, never half written.
     scratch = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}-"))
