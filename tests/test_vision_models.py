@@ -26,8 +26,8 @@ def _torchvision() -> bool:
     return True
 
 
-needs_torchvision = pytest.mark.skipif(not _torchvision(), reason="processors need torchvision (docs/stacks.md: .ci/run "
-                                       "installs the build for each stack's torch)")
+needs_torchvision = pytest.mark.skipif(not _torchvision(), reason="processors need torchvision (docs/stacks.md, "
+                                       "'torchvision': .ci/run runs these in .venv-vision and .venv-t4)")
 FAMILY = pytest.mark.parametrize("family", VISION_FAMILIES, ids=[family.name for family in VISION_FAMILIES])
 VISION_PARTS = ("visual", "vision_tower")  # where Qwen-VL and Gemma 3 keep their vision tower and its projector
 
