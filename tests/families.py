@@ -84,4 +84,16 @@ FAMILIES = [
     ModelFamily("gpt-oss", "gpt-oss", "gpt-oss.jinja", "<|start|>assistant", "kept", EXPERT_PROJECTIONS),
 ]
 
-BY_NAME = {family.name: family for family in FAMILIES}
+# Vision-language families: ``image_tokens`` are the tokens the processor writes for one image
+VISION_FAMILIES = [
+    # Qwen/Qwen2.5-VL-*-Instruct's chat_template: xorbitsai/inference xinference/model/llm/models/qwen2.5-vl-instruct.json,
+    # "chat_template", at commit fee81b4082b471323208ee0cd0684225fa5bc087 (JSON escapes read); the same text is
+    # Qwen/Qwen2-VL-*-Instruct's there (qwen2-vl-instruct.json at commit ed62af21be4ee68255fd8e24cd658497eef0d6b6)
+    ModelFamily("qwen2.5-vl", "qwen2.5-vl", "qwen2.5-vl.jinja", "<|im_start|>assistant\n", "kept"),
+    ModelFamily("qwen2-vl", "qwen2-vl", "qwen2.5-vl.jinja", "<|im_start|>assistant\n", "kept"),
+    # Gemma 3's template (above) writes <start_of_image> for an image item; the processor expands it
+    ModelFamily("gemma-3-vision", "gemma-3-vision", "gemma-3.jinja", "<start_of_turn>model\n", "kept"),
+]
+IMAGE_TOKENS = {"qwen2.5-vl": "<|image_pad|>", "qwen2-vl": "<|image_pad|>", "gemma-3-vision": "<image_soft_token>"}
+
+BY_NAME = {family.name: family for family in FAMILIES + VISION_FAMILIES}

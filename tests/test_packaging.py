@@ -35,9 +35,9 @@ def test_environment_yml_lists_exactly_the_core_unsloth_and_notebook_dependencie
     assert any(s.startswith("-e") and "unsloth" in s for s in pip_section), "installs the package with the unsloth extra"
 
 
-# Each stack (docs/stacks.md): its file, the torch it is installed over, the extras it pins (the lock: the dev extra; the
+# Each stack (docs/stacks.md): its file, the torch it is installed over, the extras it pins (the lock: dev and vision; the
 # others resolve with it, test_every_extra_resolves_with_the_lock).
-STACKS = {"lock.txt": ("torch==2.13.0", "dev"), "t4.txt": ("torch==2.9.0", "dev,notebook,unsloth,vllm"),
+STACKS = {"lock.txt": ("torch==2.13.0", "dev,vision"), "t4.txt": ("torch==2.9.0", "dev,notebook,unsloth,vllm,vision"),
           "vllm.txt": ("torch==2.13.0", "dev,notebook,unsloth,vllm")}
 
 

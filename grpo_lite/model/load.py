@@ -24,7 +24,7 @@ from ..log import logger
 from ..machine.device import cuda_available, half_dtype, installed
 from ..machine.engine import generation_engine
 from ..run.settings import BACKEND_CHOICES, LORA_TARGET_MODULES, ConfigError, LoadSettings, model_problems
-from .lora import adapted_layers, describe_lora, lora_targets
+from .lora import LANGUAGE_LAYERS, LayerChoice, adapted_layers, describe_lora, lora_targets
 from .unsloth_options import for_backend
 
 DEFAULT_VLLM_SHARE = 0.5  # Unsloth's default gpu_memory_utilization, for models the planner cannot read
@@ -183,6 +183,10 @@ def load_model(
     layers_pattern: str | None = None,
     ensure_weight_tying: bool | None = None,
     chat_template: str | None = None,
+    finetune_vision_layers: bool = False,
+    finetune_language_layers: bool = True,
+    finetune_attention_modules: bool = True,
+    finetune_mlp_modules: bool = True,
     **model_kwargs: Any,
 ):
     """Load ``model_name`` (hub id or local folder) with LoRA adapters ready for GRPO.
@@ -210,6 +214,13 @@ def load_model(
     ``layers_pattern``, ``ensure_weight_tying``) mean the same through either backend, with both libraries'
     defaults. ``chat_template`` replaces the tokenizer's chat template: a Jinja string, or, where Unsloth is
     imported, the name of one of its templates (``unsloth.chat_templates.get_chat_template``).
+
+    A vision-language model (its config has a ``vision_config``: Qwen2.5-VL, Gemma 3 4B and up, ...) loads as an
+    image-text-to-text model (Unsloth's ``FastVisionModel``; elsewhere ``AutoModelForImageTextToText``) and comes back
+    with its processor in the tokenizer's place: TRL's GRPOTrainer takes it as ``processing_class``. Its processor needs
+    torchvision (docs/stacks.md). LoRA goes on the language layers; ``finetune_vision_layers=True`` adds the vision
+    tower, and ``finetune_language_layers``, ``finetune_attention_modules``, ``finetune_mlp_modules`` narrow the rest, as
+    Unsloth's ``FastVisionModel.get_peft_model`` takes them (:class:`grpo_lite.model.lora.LayerChoice`).
     """
     if isinstance(model_name, os.PathLike):  # a folder as a pathlib.Path: the name run.yaml records is its text
         model_name = os.fspath(model_name)
@@ -223,7 +234,12 @@ def load_model(
                             fast_inference=fast_inference, lora_rank=lora_rank, lora_alpha=lora_alpha,
                             target_modules=list(target_modules) if isinstance(target_modules, tuple) else target_modules,
                             gpu_memory_utilization=gpu_memory_utilization, seed=seed, **lora_options,
-                            chat_template=chat_template, from_pretrained=dict(model_kwargs))
+                            chat_template=chat_template, finetune_vision_layers=finetune_vision_layers,
+                            finetune_language_layers=finetune_language_layers,
+                            finetune_attention_modules=finetune_attention_modules,
+                            finetune_mlp_modules=finetune_mlp_modules, from_pretrained=dict(model_kwargs))
+    choice_of_layers = LayerChoice(finetune_vision_layers, finetune_language_layers, finetune_attention_modules,
+                                   finetune_mlp_modules)
     problems = model_problems(model_name) + settings.problems()
     if problems:
         raise ConfigError("\n".join(f"load_model: {problem}" for problem in problems))
@@ -244,24 +260,55 @@ def load_model(
     elif gpu_memory_utilization != "auto":
         logger.warning(f"gpu_memory_utilization={gpu_memory_utilization} is ignored: it is vLLM's share of the GPU, and "
                        f"this model generates without vLLM ({choice})")
-    logger.info(f"backend={choice}")
+    vision = is_vision_language(model_name)
+    if vision:
+        _check_torchvision(model_name)
+    logger.info(f"backend={choice}" + ("; a vision-language model: it loads with its processor" if vision else ""))
     alpha = lora_alpha if lora_alpha is not None else 2 * (lora_rank or 0)
     if choice.name == "unsloth":
         model, tokenizer = _load_unsloth(
             model_name, choice, max_seq_length, lora_rank, alpha, target_modules, gpu_memory_utilization, seed, model_kwargs,
-            lora_options
+            lora_options, vision=vision, layers=choice_of_layers
         )
     else:
-        model, tokenizer = _load_transformers(model_name, choice, lora_rank, alpha, target_modules, seed, model_kwargs, lora_options)
+        model, tokenizer = _load_transformers(model_name, choice, lora_rank, alpha, target_modules, seed, model_kwargs,
+                                              lora_options, vision=vision, layers=choice_of_layers)
         model.max_seq_length = max_seq_length  # train() checks prompt + completion against it, as Unsloth's loader sets it
     if chat_template is not None:
         tokenizer = _with_chat_template(tokenizer, chat_template)
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
+    text = getattr(tokenizer, "tokenizer", tokenizer)  # a processor holds its tokenizer
+    if text.pad_token is None:
+        text.pad_token = text.eos_token
     if lora_rank:
         logger.info(describe_lora(model))
     _LOADED[model] = LoadedModel(model_name, settings, choice, tuple(adapted_layers(model)) if lora_rank else ())
     return model, tokenizer
+
+
+def is_vision_language(model_name: str) -> bool:
+    """Whether ``model_name``'s config describes a vision-language model (it has a ``vision_config``). False where the
+    config cannot be read here (offline, a name only Unsloth resolves): the backend's own loader then says why."""
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.from_pretrained(model_name)
+    except (OSError, ValueError):
+        return False
+    return getattr(config, "vision_config", None) is not None
+
+
+def _check_torchvision(model_name: str) -> None:
+    """Refuse, before the model loads, a vision-language model whose processor cannot load here: transformers 5 builds
+    every image processor through torchvision, and Qwen-VL's processors a video processor that needs it on 4.x too."""
+    try:
+        import torchvision  # noqa: F401
+    except Exception as error:  # not installed, or a build for another torch that fails to load its operators
+        raise BackendError(
+            f"load_model: {model_name} is a vision-language model, and its processor needs torchvision, which "
+            f"{'is not installed' if isinstance(error, ModuleNotFoundError) else f'fails to import here ({error})'}: install "
+            "the torchvision release built with your torch (torch 2.9.0: torchvision 0.24.0; torch 2.13.0: 0.28.0, whose "
+            "wheel needs torch's CUDA build, not its CPU-only one; docs/stacks.md)"
+        ) from error
 
 
 def _is_jinja(chat_template: str) -> bool:
@@ -297,12 +344,16 @@ def _with_chat_template(tokenizer, chat_template: str):
 
 
 def _load_unsloth(model_name, choice, max_seq_length, lora_rank, alpha, target_modules, gpu_memory_utilization, seed, kwargs,
-                  lora_options=None):
+                  lora_options=None, *, vision=False, layers=LANGUAGE_LAYERS):
     import unsloth  # noqa: F401  (must be imported before trl / transformers / peft are used)
-    from unsloth import FastLanguageModel
 
+    if vision:  # FastVisionModel (unsloth/models/loader.py, a FastModel) loads an image-text-to-text model and its
+        # processor; its get_peft_model (unsloth/models/vision.py) takes the finetune_* flags
+        from unsloth import FastVisionModel as loader
+    else:
+        from unsloth import FastLanguageModel as loader
     vllm = {"max_lora_rank": lora_rank or 16, "gpu_memory_utilization": gpu_memory_utilization} if choice.fast_inference else {}
-    model, tokenizer = FastLanguageModel.from_pretrained(
+    model, tokenizer = loader.from_pretrained(
         model_name,
         max_seq_length=max_seq_length,
         load_in_4bit=choice.load_in_4bit,
@@ -312,13 +363,14 @@ def _load_unsloth(model_name, choice, max_seq_length, lora_rank, alpha, target_m
     )
     if lora_rank:
         options = lora_options or {}
-        targets = lora_targets(model, target_modules, options.get("layers_to_transform"), options.get("layers_pattern"))
+        targets = lora_targets(model, target_modules, options.get("layers_to_transform"), options.get("layers_pattern"),
+                               layers)
         targets.check(options.get("lora_dropout", 0.0))
-        model = FastLanguageModel.get_peft_model(
+        model = loader.get_peft_model(
             model,
             r=lora_rank,
             lora_alpha=alpha,
-            target_modules=targets.modules,
+            target_modules=_unsloth_vision_targets(target_modules, targets.modules) if vision else targets.modules,
             # Given None, both get_peft_model guess the experts from the names in target_modules (unsloth/models/_utils.py,
             # get_moe_target_parameters; called from llama.py and vision.py, the path of gpt-oss); given a list, even an
             # empty one, they take it (vision.py scopes it to the text model, _scope_parameter_targets_to_core): the
@@ -327,15 +379,30 @@ def _load_unsloth(model_name, choice, max_seq_length, lora_rank, alpha, target_m
             use_gradient_checkpointing="unsloth",
             random_state=seed,
             **options,  # each a named parameter of get_peft_model (unsloth/models/llama.py), with its default there
+            # Unsloth's own default for finetune_vision_layers is True: every flag is handed over, so both backends agree
+            **(layers.unsloth_options() if vision else {}),
         )
     return model, tokenizer
 
 
-def _load_transformers(model_name, choice, lora_rank, alpha, target_modules, seed, kwargs, lora_options=None):
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+def _unsloth_vision_targets(given, modules):
+    """``target_modules`` for FastVisionModel.get_peft_model (unsloth/models/vision.py), which picks the towers and roles
+    itself from the finetune_* flags, by its own name tags (unsloth_zoo/peft_utils.py, get_peft_regex): None for
+    "all-linear", as its "all-linear" turns every flag on; else the chosen weights' leaf names, as it routes a list of
+    leaf names through the same filter (a qualified name it would not scope)."""
+    if isinstance(given, str) and given.lower() == "all-linear":
+        return None
+    if isinstance(modules, str):  # a regex: handed on as it is
+        return modules
+    return list(dict.fromkeys(name.rsplit(".", 1)[-1] for name in modules))
 
-    tokenizer = AutoTokenizer.from_pretrained(model_name)
+
+def _load_transformers(model_name, choice, lora_rank, alpha, target_modules, seed, kwargs, lora_options=None, *,
+                       vision=False, layers=LANGUAGE_LAYERS):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText, AutoProcessor, AutoTokenizer
+
+    tokenizer = (AutoProcessor if vision else AutoTokenizer).from_pretrained(model_name)
     options: dict[str, Any] = {}
     gpu = choice.name != "cpu" and cuda_available()
     options["dtype"] = half_dtype() if gpu else torch.float32
@@ -354,7 +421,7 @@ def _load_transformers(model_name, choice, lora_rank, alpha, target_modules, see
             bnb_4bit_compute_dtype=options["dtype"],
         )
     options.update(kwargs)
-    model = AutoModelForCausalLM.from_pretrained(model_name, **options)
+    model = (AutoModelForImageTextToText if vision else AutoModelForCausalLM).from_pretrained(model_name, **options)
     if choice.load_in_4bit and not gpu:
         _keep_cpu_4bit_layout(model)
     if not lora_rank:
@@ -364,7 +431,7 @@ def _load_transformers(model_name, choice, lora_rank, alpha, target_modules, see
     if choice.load_in_4bit:
         model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=True)
     options = {key: value for key, value in (lora_options or {}).items() if not (key == "ensure_weight_tying" and value is None)}
-    targets = lora_targets(model, target_modules, options.get("layers_to_transform"), options.get("layers_pattern"))
+    targets = lora_targets(model, target_modules, options.get("layers_to_transform"), options.get("layers_pattern"), layers)
     targets.check(options.get("lora_dropout", 0.0))
     lora = LoraConfig(r=lora_rank, lora_alpha=alpha, target_modules=targets.modules, target_parameters=targets.parameters or None,
                       task_type="CAUSAL_LM", **options)

@@ -20,6 +20,13 @@ kernels look for: unsloth/models/llama.py, ``accepted_modules``), ``altup_projec
 (Gemma 3n), never ``0``, which PEFT would match against whole decoder layers (``layers.0``). Both backends take these
 names with every LoRA option: PEFT refuses ``layers_to_transform`` with a regex (peft/tuners/lora/config.py).
 
+A vision-language model's weights are of two towers: the vision tower with its projector, and the language model.
+:class:`LayerChoice` picks among them as Unsloth's ``FastVisionModel.get_peft_model`` does (``finetune_vision_layers``,
+``finetune_language_layers``, ``finetune_attention_modules``, ``finetune_mlp_modules``), whatever ``target_modules``
+names: the language layers only by default, as Unsloth's vision GRPO notebooks ask. A name both towers share
+(``q_proj`` in Gemma 3's SigLIP and its language model) is handed on by a longer end that names the chosen tower's
+copies only.
+
 A model remembers the run that last trained it (:func:`note_trained`, :func:`trained_in`), so a second ``train()`` on
 the same model object says that it goes on from those weights.
 """
@@ -49,7 +56,7 @@ PEFT_PARTS = {"lora_A", "lora_B", "lora_dropout", "lora_embedding_A", "lora_embe
 # Where PEFT keeps the module it wraps: looked through, so a weight has the same path before and after PEFT
 PEFT_WRAPPED = {"base_layer", "original_module"}
 KINDS = ("attention", "MLP", "experts", "vision", "other")
-_VISION = re.compile(r"vision|visual|image|multi_modal|mm_projector")
+_VISION = re.compile(r"vision|visual|image|multi_modal|mm_projector")  # a vision tower, its projector (Qwen's visual.merger)
 _ATTENTION = re.compile(r"attn|attention")
 _MLP = re.compile(r"mlp|feed_forward|ffn")
 
@@ -69,6 +76,40 @@ class LoraTargets:
             raise ConfigError(f"load_model: lora_dropout={lora_dropout} with LoRA on the experts' parameters "
                               f"({', '.join(self.parameters)}), which PEFT adapts without dropout (peft/tuners/lora/layer.py, "
                               "ParamWrapper): pass lora_dropout=0, or target_modules that leave the experts out")
+
+
+@dataclass(frozen=True)
+class LayerChoice:
+    """Which layers LoRA may go on, by tower and by role, as Unsloth's ``FastVisionModel.get_peft_model`` takes them
+    (unsloth/models/vision.py, ``finetune_*_layers``/``finetune_*_modules``). Unsloth defaults
+    ``finetune_vision_layers`` to True; grpo-lite to False (the language layers only), which is what Unsloth's vision
+    GRPO notebooks pass, and hands Unsloth every flag. A text model has no vision tower: the flags about roles still
+    hold there."""
+
+    vision: bool = False
+    language: bool = True
+    attention: bool = True
+    mlp: bool = True
+
+    def keeps(self, path: str) -> bool:
+        parts = path.split(".")
+        if any(_VISION.search(part) for part in parts) and not self.vision:
+            return False
+        if not any(_VISION.search(part) for part in parts) and not self.language:
+            return False
+        if any(_ATTENTION.search(part) for part in parts):
+            return self.attention
+        return self.mlp or not any(_MLP.search(part) for part in parts)
+
+    def unsloth_options(self) -> dict[str, bool]:
+        return {"finetune_vision_layers": self.vision, "finetune_language_layers": self.language,
+                "finetune_attention_modules": self.attention, "finetune_mlp_modules": self.mlp}
+
+    def __str__(self) -> str:
+        return ", ".join(f"{name}={value}" for name, value in self.unsloth_options().items())
+
+
+LANGUAGE_LAYERS = LayerChoice()  # the default: every attention and MLP layer of the language model
 
 
 @dataclass
@@ -204,19 +245,21 @@ def weight_names(model) -> list[str]:
 
 
 def lora_targets(model, target_modules: str | Sequence[str], layers_to_transform: Sequence[int] | None = None,
-                 layers_pattern: str | Sequence[str] | None = None) -> LoraTargets:
+                 layers_pattern: str | Sequence[str] | None = None, choice: LayerChoice = LANGUAGE_LAYERS) -> LoraTargets:
     """``target_modules`` as this model's weights: ``"all-linear"`` as every weight LoRA can adapt but the output layer
     and the experts' router; another string (a regex) as it is; a list as the weights it names, a name the model fuses
     or keeps in its experts carried over, said in one line, and the names matching nothing said. Experts' parameters
-    are named within ``layers_to_transform``: PEFT applies it to ``target_modules`` only. Raises :class:`ConfigError`
-    when no name matches."""
+    are named within ``layers_to_transform``: PEFT applies it to ``target_modules`` only. ``choice`` keeps the towers and
+    roles it names (a regex is handed on as it is). Raises :class:`ConfigError` when no name matches, or ``choice``
+    leaves none of the weights named."""
     if isinstance(target_modules, str) and target_modules.lower() != "all-linear":
         return LoraTargets(target_modules)
     survey = _survey(model)
     layers = (layers_to_transform, layers_pattern)
     if isinstance(target_modules, str):
         left_out = survey.output | survey.embeddings | set(survey.routers)
-        return _targets(survey, [path for path in survey.weights if path not in left_out], *layers)
+        return _targets(survey, _chosen(survey, [path for path in survey.weights if path not in left_out], choice,
+                                        target_modules), *layers)
     chosen: list[str] = []
     carried: dict[str, list[str]] = {}  # a name given -> the weights it was carried over to
     missing = []
@@ -246,7 +289,19 @@ def lora_targets(model, target_modules: str | Sequence[str], layers_to_transform
     if missing:
         logger.warning(f"target_modules: {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not in this model, "
                        f"whose layers are {', '.join(weight_names(model))}; LoRA adapts the others")
-    return _targets(survey, list(dict.fromkeys(path for path in survey.weights if path in chosen)), *layers)
+    chosen = _chosen(survey, list(dict.fromkeys(path for path in survey.weights if path in chosen)), choice, target_modules)
+    return _targets(survey, chosen, *layers)
+
+
+def _chosen(survey: _Survey, paths: list[str], choice: LayerChoice, target_modules) -> list[str]:
+    """``paths`` that ``choice`` keeps; a :class:`ConfigError` naming the flags where it keeps none."""
+    kept = [path for path in paths if choice.keeps(path)]
+    if paths and not kept:
+        towers = sorted({"vision" if survey.weights[path] == "vision" else "language" for path in paths})
+        raise ConfigError(f"load_model: target_modules={target_modules!r} with {choice} leaves no layer for LoRA (the weights "
+                          f"named are in the {' and '.join(towers)} layers): set finetune_vision_layers, "
+                          "finetune_language_layers, finetune_attention_modules or finetune_mlp_modules to True for some of them")
+    return kept
 
 
 def _adapted_paths(model, survey: _Survey) -> list[str]:
@@ -290,9 +345,15 @@ def describe_lora(model) -> str:
     on = [f"{kind} ({', '.join(dict.fromkeys(by_kind[kind]))})" for kind in KINDS if by_kind[kind]]
     copies = Counter(shared.values())
     left_out = Counter(shared[path] for path in shared if path not in adapted)
+    vision_adapted = any(survey.weights[path] == "vision" for path in adapted)
     reasons = {}
     for path, name in shared.items():
-        if path in adapted or path in survey.embeddings or name in reasons:
+        if path in adapted or path in survey.embeddings:
+            continue
+        if survey.weights.get(path) == "vision" and not vision_adapted:
+            reasons["\0vision"] = "the vision tower (finetune_vision_layers=True adapts it)"
+            continue
+        if name in reasons:
             continue
         if path in survey.output:
             reasons[name] = f"{name} (the output layer: modules_to_save=['{name}'] trains it whole)"

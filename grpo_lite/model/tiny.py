@@ -9,6 +9,11 @@ own classes, their layer layout (Phi-3's fused projections, Gemma's soft-capping
 lists, gpt-oss's experts kept as parameters) and the special tokens their chat templates write, to carry the
 family's real ``chat_template``.
 
+Vision-language families (:data:`FAMILIES` entries with a :class:`Vision`: Qwen2.5-VL, Qwen2-VL, Gemma 3 with its
+vision tower) are built the same way, as the image-text-to-text model transformers loads with
+``AutoModelForImageTextToText``, plus the files ``AutoProcessor`` reads: the image processor's settings, the processor's
+own and the tokenizer with the family's image tokens. Reading the processor back needs torchvision (docs/stacks.md).
+
 ``like="qwen2.5-0.5b"`` builds the same with a real model's shape, vocabulary size included, for
 measuring speed and memory where there is no model hub (they do not depend on the weights' values).
 """
@@ -42,6 +47,22 @@ HARMONY_TOKENS = ("<|endoftext|>", "<|start|>", "<|end|>", "<|message|>", "<|cha
 
 
 @dataclass(frozen=True)
+class Vision:
+    """What a vision-language family adds to its text model: the vision tower's config, the config's own settings, the
+    ids of its image tokens (config key -> token), the tokenizer's named tokens (its processor reads them:
+    ``tokenizer.image_token``), and the processor's files (``preprocessor_config.json``, ``processor_config.json``)."""
+
+    vision_config: dict[str, Any]
+    token_ids: dict[str, str]
+    image_processor: dict[str, Any]
+    processor: dict[str, Any]
+    options: dict[str, Any] = field(default_factory=dict)
+    named_tokens: dict[str, str] = field(default_factory=dict)
+    tokenizer_class: str | None = None  # where the family's processor accepts only its own tokenizer class
+    text_width: str | None = None  # the vision config's key for the width it hands the text model, where it has one
+
+
+@dataclass(frozen=True)
 class Family:
     """A model family as a tiny model of it is built: its transformers classes, the special tokens its chat template
     writes (the first ids of the vocabulary), which of them end a turn, pad and begin a text (``bos``: the tokenizer
@@ -57,7 +78,20 @@ class Family:
     tied: bool = True
     options: dict[str, Any] = field(default_factory=dict)
     stops: tuple[str, ...] = ()
+    vision: Vision | None = None
 
+
+QWEN_VL_TOKENS = (*SPECIAL_TOKENS, "<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>")
+QWEN_VL_IDS = {"image_token_id": "<|image_pad|>", "video_token_id": "<|video_pad|>",
+               "vision_start_token_id": "<|vision_start|>", "vision_end_token_id": "<|vision_end|>"}
+# Qwen2-VL's image processor at transformers' defaults for the class (Qwen2VLImageProcessor: 14-pixel patches, merged
+# 2x2 into one image token, 2 frames per temporal patch): the settings Qwen2-VL's and Qwen2.5-VL's checkpoints ship
+QWEN_VL_IMAGES = {"image_processor_type": "Qwen2VLImageProcessor", "patch_size": 14, "merge_size": 2,
+                  "temporal_patch_size": 2, "image_mean": [0.48145466, 0.4578275, 0.40821073],
+                  "image_std": [0.26862954, 0.26130258, 0.27577711]}
+# The text model's rotary embedding split over time, height and width (M-RoPE): halves of a 16-wide head
+QWEN_VL_ROPE = {"rope_scaling": {"type": "mrope", "mrope_section": [2, 3, 3]}}
+GEMMA_3_IMAGE_TOKENS = {"boi_token": "<start_of_image>", "eoi_token": "<end_of_image>", "image_token": "<image_soft_token>"}
 
 FAMILIES = {
     "qwen2": Family("Qwen2Config", "Qwen2ForCausalLM", tuple(SPECIAL_TOKENS), eos="<|im_end|>", pad="<|endoftext|>"),
@@ -83,6 +117,34 @@ FAMILIES = {
                     "<|end|>", "<|user|>"), eos="<|end|>", pad="<|endoftext|>", bos="<s>", tied=False),
     "smollm3": Family("SmolLM3Config", "SmolLM3ForCausalLM", (*SPECIAL_TOKENS, "<think>", "</think>"), eos="<|im_end|>",
                       pad="<|im_end|>"),
+    # Vision-language models: a tiny vision tower (2 blocks, width 32) in the family's layout, images of 56 pixels a side
+    "qwen2.5-vl": Family("Qwen2_5_VLConfig", "Qwen2_5_VLForConditionalGeneration", QWEN_VL_TOKENS, eos="<|im_end|>",
+                         pad="<|endoftext|>", options=QWEN_VL_ROPE, vision=Vision(
+                             {"depth": 2, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2, "patch_size": 14,
+                              "spatial_merge_size": 2, "temporal_patch_size": 2, "window_size": 56,
+                              "fullatt_block_indexes": [1]},
+                             QWEN_VL_IDS, QWEN_VL_IMAGES, {"processor_class": "Qwen2_5_VLProcessor"},
+                             tokenizer_class="Qwen2TokenizerFast", text_width="out_hidden_size")),
+    "qwen2-vl": Family("Qwen2VLConfig", "Qwen2VLForConditionalGeneration", QWEN_VL_TOKENS, eos="<|im_end|>",
+                       pad="<|endoftext|>", options=QWEN_VL_ROPE, vision=Vision(
+                           {"depth": 2, "embed_dim": 32, "mlp_ratio": 2, "num_heads": 2,
+                            "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2},
+                           QWEN_VL_IDS, QWEN_VL_IMAGES, {"processor_class": "Qwen2VLProcessor"},
+                           tokenizer_class="Qwen2TokenizerFast", text_width="hidden_size")),
+    # Gemma 3 4B and up: a SigLIP tower whose patches are pooled to mm_tokens_per_image soft tokens (here 4, from a
+    # 4x4 grid of 14-pixel patches; 256 from 896 pixels in google/gemma-3-4b-it), between <start_of_image> and
+    # <end_of_image>
+    "gemma-3-vision": Family("Gemma3Config", "Gemma3ForConditionalGeneration", (*GEMMA_TOKENS, *GEMMA_3_IMAGE_TOKENS.values()),
+                             eos="<end_of_turn>", pad="<pad>", bos="<bos>",
+                             options={"query_pre_attn_scalar": 16, "sliding_window": 64}, vision=Vision(
+                                 {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+                                  "num_attention_heads": 2, "image_size": 56, "patch_size": 14, "vision_use_head": False},
+                                 {"boi_token_index": "<start_of_image>", "eoi_token_index": "<end_of_image>",
+                                  "image_token_index": "<image_soft_token>"},
+                                 {"image_processor_type": "Gemma3ImageProcessor", "size": {"height": 56, "width": 56},
+                                  "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5], "do_pan_and_scan": False},
+                                 {"processor_class": "Gemma3Processor", "image_seq_length": 4},
+                                 options={"mm_tokens_per_image": 4}, named_tokens=GEMMA_3_IMAGE_TOKENS)),
 }
 
 
@@ -181,6 +243,9 @@ def build_tiny_model(
     if family not in FAMILIES:
         raise ConfigError(f"build_tiny_model: family={family!r}; use one of {', '.join(FAMILIES)}")
     kind = FAMILIES[family]
+    if like is not None and kind.vision is not None:
+        raise ConfigError(f"build_tiny_model: like={like!r} gives a text model's shape, and {family} is a vision-language "
+                          "family: leave like out")
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     vocab_size, head_dim, tied = None, hidden_size // num_heads, kind.tied
@@ -193,7 +258,7 @@ def build_tiny_model(
     tokenizer = build_tokenizer(vocab_size, family=family)
     if chat_template is not None:
         tokenizer.chat_template = chat_template
-    config = getattr(transformers, kind.config)(
+    text = dict(
         vocab_size=len(tokenizer),
         hidden_size=hidden_size,
         intermediate_size=intermediate_size,
@@ -208,6 +273,15 @@ def build_tiny_model(
         pad_token_id=tokenizer.pad_token_id,
         **kind.options,
     )
+    if kind.vision is None:
+        config = getattr(transformers, kind.config)(**text)
+    else:
+        vision = dict(kind.vision.vision_config)
+        if kind.vision.text_width:
+            vision[kind.vision.text_width] = hidden_size
+        ids = {key: tokenizer.convert_tokens_to_ids(token) for key, token in kind.vision.token_ids.items()}
+        config = getattr(transformers, kind.config)(text_config=text, vision_config=vision, tie_word_embeddings=tied,
+                                                    **ids, **kind.vision.options)
     if hasattr(config, "vocab_size_per_layer_input"):  # Gemma 3n's per-layer embeddings: one for every token
         config.vocab_size_per_layer_input = config.vocab_size
     # Seed a private generator state so building a model never disturbs the caller's RNG.
@@ -217,15 +291,39 @@ def build_tiny_model(
     stops = [tokenizer.convert_tokens_to_ids(token) for token in kind.stops]
     model.generation_config.eos_token_id = [tokenizer.eos_token_id, *stops] if stops else tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
+    if kind.vision is not None:  # random weights sample any token: an image token in a completion has no image to match
+        model.generation_config.suppress_tokens = [tokenizer.convert_tokens_to_ids(token)
+                                                   for token in kind.vision.token_ids.values()]
     # Files are written aside, then moved in one by one with os.replace: another process reading the folder
     # (a second rank of a multi-process run) sees each file either complete or not yet there, never half written.
     scratch = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}-"))
     try:
         model.save_pretrained(scratch)
         save_tokenizer(tokenizer, scratch)
+        if kind.vision is not None:
+            _save_processor(kind.vision, tokenizer.chat_template, scratch)
         (scratch / "grpo_lite_tiny.json").write_text(json.dumps({"seed": seed, "kind": "random", "family": family}) + "\n")
         for file in sorted(scratch.iterdir(), key=lambda f: f.name == "config.json"):  # config.json last
             os.replace(file, path / file.name)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return path
+
+
+def _save_processor(vision: Vision, chat_template: str, folder: Path) -> None:
+    """Write the files ``AutoProcessor`` reads beside the tokenizer's, as a family's checkpoint ships them: the image
+    processor's settings, the processor's own, its chat template (``chat_template.json``, which transformers 4 and 5 both
+    read), and the tokenizer's class and named image tokens where the family's processor reads them."""
+    processor_class = vision.processor["processor_class"]
+    files = {"preprocessor_config.json": {**vision.image_processor, "processor_class": processor_class},
+             "processor_config.json": vision.processor, "chat_template.json": {"chat_template": chat_template}}
+    config_file = folder / "tokenizer_config.json"
+    config = json.loads(config_file.read_text())
+    if vision.tokenizer_class:
+        config["tokenizer_class"] = vision.tokenizer_class
+    config.update(vision.named_tokens)  # Gemma 3's tokenizer_config.json names its image tokens: tokenizer.boi_token
+    if vision.named_tokens:
+        config["extra_special_tokens"] = dict(vision.named_tokens)
+    files["tokenizer_config.json"] = config
+    for name, content in files.items():
+        (folder / name).write_text(json.dumps(content, indent=2, ensure_ascii=False) + "\n")

@@ -43,7 +43,8 @@ WHAT_TRAINS = {
     "full_finetuning": (False, "pass lora_rank=None (with load_in_4bit=False) to train every weight"),
     "qat_scheme": (None, "quantization-aware training runs through Unsloth on a GPU only: leave qat_scheme out"),
     "text_only": (False, "leave text_only out"),
-    "auto_model": (None, "load_model loads causal language models: leave auto_model out"),
+    "auto_model": (None, "load_model picks the model class from the config (causal or image-text-to-text): leave "
+                          "auto_model out"),
     "whisper_language": (None, "load_model loads causal language models: leave whisper_language out"),
     "whisper_task": (None, "load_model loads causal language models: leave whisper_task out"),
     "target_parameters": (None, "name the layers in target_modules"),

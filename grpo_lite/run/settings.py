@@ -149,6 +149,12 @@ class LoadSettings:
                                           fix="give the name of the model's layer list (e.g. layers), or null")
     ensure_weight_tying: bool | None = _setting("keep tied embedding and output weights tied in modules_to_save; null: Unsloth "
                                                 "decides (PEFT: false)", None, shape=optional(Flag()))
+    # Unsloth's FastVisionModel.get_peft_model options (unsloth/models/vision.py): which layers of a vision-language
+    # model LoRA goes on; the language layers only by default, as Unsloth's vision GRPO notebooks pass
+    finetune_vision_layers: bool = _setting("LoRA on a vision-language model's vision tower too", False, shape=Flag())
+    finetune_language_layers: bool = _setting("LoRA on the language model's layers", True, shape=Flag())
+    finetune_attention_modules: bool = _setting("LoRA on the attention layers", True, shape=Flag())
+    finetune_mlp_modules: bool = _setting("LoRA on the MLP layers", True, shape=Flag())
     chat_template: str | None = _setting("the tokenizer's chat template: a Jinja string, or (with Unsloth) the name of one of "
                                          "its templates (chatml, qwen-2.5, llama-3.1, ...); null: the model's own", None,
                                          shape=optional(Text()), fix="give a Jinja template, a template name, or null")
