@@ -97,3 +97,12 @@ VISION_FAMILIES = [
 IMAGE_TOKENS = {"qwen2.5-vl": "<|image_pad|>", "qwen2-vl": "<|image_pad|>", "gemma-3-vision": "<image_soft_token>"}
 
 BY_NAME = {family.name: family for family in FAMILIES + VISION_FAMILIES}
+
+
+def has_torchvision() -> bool:
+    """Whether torchvision imports: vision-language processors need it (docs/stacks.md, "torchvision")."""
+    try:
+        import torchvision  # noqa: F401
+    except Exception:  # absent, or a build for another torch
+        return False
+    return True

@@ -194,52 +194,17 @@ def test_renamed_fields_are_carried_over(old, value, new):
     resolve_options("cpu-smoke", **{old: value})  # and GRPOConfig takes the result
 
 
-@removed_here("max_prompt_length")
-def test_a_ported_max_prompt_length_is_refused_on_rows_with_images(tiny_model, tmp_path):
+def test_rows_with_images_and_a_text_tokenizer_are_refused_before_the_run(tiny_model, tmp_path):
     model, tokenizer = tiny_model
     from PIL import Image
 
     Image.new("RGB", (8, 8)).save(tmp_path / "cat.png")  # an image that reads: rows with images are checked first
     dataset = _dataset(tokenizer).add_column("image", [str(tmp_path / "cat.png")] * 5)
-    with pytest.raises(DatasetError, match=r"^max_prompt_length=8 with an 'image' column: TRL removed max_prompt_length, "
-                                           r"and grpo-lite cuts text prompts only; drop max_prompt_length, or the images$"):
+    with pytest.raises(DatasetError, match=r"^the rows have images \(column 'image'\), and \w+ is a text tokenizer: pass "
+                                           r"the vision model's processor, as load_model returns it with the model$"):
         train(model, tokenizer, dataset, [length_reward], preset="cpu-smoke", output_dir=tmp_path / "run",
               dashboard=False, max_steps=1, max_prompt_length=8)
     assert not (tmp_path / "run").exists()  # refused before the run was written, let alone trained
-
-
-def test_the_cut_keeps_what_trl_0_22_kept():
-    """The ids a ported max_prompt_length keeps on TRL 1.15 (grpo_lite.training.trl_compat.keep_for_cut) are the ids
-    TRL 0.22.2 kept (trl/trainer/utils.py, truncate_with_protected_tokens), for prompts of text and of image tokens;
-    on the T4 stack against TRL's own function, elsewhere against the rule it implements."""
-    import random
-
-    import torch
-
-    from grpo_lite.training.trl_compat import keep_for_cut
-
-    try:
-        from trl.trainer.utils import truncate_with_protected_tokens
-    except ImportError:  # TRL 0.28 and later removed it with max_prompt_length
-        truncate_with_protected_tokens = None
-    draw = random.Random(0)
-    for _ in range(200):
-        image = [7] * draw.randrange(0, 6)
-        ids = [draw.randrange(8, 40) for _ in range(draw.randrange(1, 12))]
-        at = draw.randrange(0, len(ids) + 1)
-        ids[at:at] = [5, *image, 6] if image else []  # an image between its start and end markers
-        protected = {5, 6, 7}
-        limit = draw.randrange(sum(i in protected for i in ids) or 1, len(ids) + 3)
-        kept = [i for i, keep in zip(ids, keep_for_cut(ids, limit, protected)) if keep]
-        if truncate_with_protected_tokens is not None:
-            expected, _ = truncate_with_protected_tokens(torch.tensor([ids]), torch.ones(1, len(ids), dtype=torch.long), limit, list(protected))
-            assert kept == expected[0].tolist(), (ids, limit)
-        else:
-            others = [i for i in ids if i not in protected]
-            assert [i for i in kept if i not in protected] == others[max(0, len(others) - (limit - len(ids) + len(others))):]
-        assert [i for i in kept if i in protected] == [i for i in ids if i in protected] and len(kept) == min(limit, len(ids))
-    with pytest.raises(ConfigError, match=r"^max_prompt_length=2 is shorter than a prompt's 3 image tokens: raise max_prompt_length to at least 3"):
-        keep_for_cut([1, 5, 7, 6], 2, {5, 6, 7})
 
 
 # nb/gpt-oss-(20B)-GRPO.ipynb @ bdda2efc, cells 35 and 56-58, which install trl==0.22.2: the limit is the raw prompt's

@@ -138,8 +138,8 @@ def test_a_system_directive_smollm3_reads_trains_and_generates_with_thinking_off
     assert "Reasoning Mode: /no_think" in trained and REASONING_SYSTEM_PROMPT in trained and trained.endswith(thinking_off)
     asked: list[str] = []
     real_sample = inference._transformers_sample
-    monkeypatch.setattr(inference, "_transformers_sample", lambda model, tokenizer, texts, **options: (
-        asked.extend(texts), real_sample(model, tokenizer, texts, **options))[1])
+    monkeypatch.setattr(inference, "_transformers_sample", lambda model, tokenizer, texts, images, **options: (
+        asked.extend(texts), real_sample(model, tokenizer, texts, images, **options))[1])
 
     with prompts_trl_generates_from(model) as trl_asked:
         result = train(model, tokenizer, dataset, [characters_reward], output_dir=tmp_path / "run", **ONE_STEP)
@@ -219,8 +219,8 @@ def test_a_qwen3_run_with_thinking_off_asks_the_same_prompt_in_training_generate
     dataset = prepare_dataset(ROWS, tokenizer=tokenizer, chat_template_kwargs=THINKING_OFF)
     asked: list[str] = []  # every text generate, evaluate and preview (and held-out evaluation) give the model
     real_sample = inference._transformers_sample
-    monkeypatch.setattr(inference, "_transformers_sample", lambda model, tokenizer, texts, **options: (
-        asked.extend(texts), real_sample(model, tokenizer, texts, **options))[1])
+    monkeypatch.setattr(inference, "_transformers_sample", lambda model, tokenizer, texts, images, **options: (
+        asked.extend(texts), real_sample(model, tokenizer, texts, images, **options))[1])
 
     with prompts_trl_generates_from(model) as trl_asked:  # TRL's own rendering of the training prompts, thinking off
         result = train(model, tokenizer, dataset, [characters_reward], output_dir=tmp_path / "run", heldout=dataset,
@@ -467,8 +467,8 @@ def test_a_column_the_template_reads_renders_each_row_with_its_own_value_on_ever
     assert [f"Reasoning: {row['reasoning_effort']}" in text for row, text in zip(EFFORT_ROWS, renders)] == [True] * 4
     asked: list[str] = []  # every text generate, evaluate and preview (and held-out evaluation) give the model
     real_sample = inference._transformers_sample
-    monkeypatch.setattr(inference, "_transformers_sample", lambda model, tokenizer, texts, **options: (
-        asked.extend(texts), real_sample(model, tokenizer, texts, **options))[1])
+    monkeypatch.setattr(inference, "_transformers_sample", lambda model, tokenizer, texts, images, **options: (
+        asked.extend(texts), real_sample(model, tokenizer, texts, images, **options))[1])
     capsys.readouterr()
 
     with prompts_trl_generates_from(model) as trl_asked:  # each step's batch holds every row: all four in one render

@@ -116,7 +116,7 @@ def test_a_model_without_a_vllm_engine_generates_through_transformers(tiny_model
     assert len(generate(model, tokenizer, ["hi"], max_completion_length=3)) == 1
     calls = []
     monkeypatch.setattr(inference, "_vllm_sample",
-                        lambda model, texts, **options: calls.append(texts) or [inference.Completion("x", (1,), False)])
+                        lambda model, texts, images, **options: calls.append(texts) or [inference.Completion("x", (1,), False)])
     model.vllm_engine = object()
     assert generate(model, tokenizer, ["hi"], max_completion_length=3) == ["x"] and calls
 

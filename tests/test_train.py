@@ -172,3 +172,26 @@ def test_training_a_trained_model_again_says_whose_weights_it_goes_on_from(tiny_
     assert said == [f"this model carries the LoRA weights trained in {tmp_path / 'first'} (1 step): this run goes on from "
                     "them (as a later stage does); to start from the base weights, load the model again with "
                     "load_model(...)"]
+
+
+@pytest.mark.cuda_build
+def test_a_step_on_a_cpu_takes_torchs_log_probs_whether_triton_imports_or_not(tiny_model, arithmetic, tmp_path):
+    """TRL 1.15 picks its Triton log-prob kernel by whether Triton imports, not by where the tensors are
+    (trl/trainer/utils.py, add_fused_lm_head): torch's CUDA build, what pip installs on Linux, brings Triton, and on a
+    machine without a GPU the kernel failed on CPU tensors. CI runs this in the latest stack's CUDA-build venv too."""
+    import importlib.util
+
+    import trl.trainer.utils as trl_utils
+
+    from grpo_lite.training.trl_compat import LogProbsByDevice, TorchLogProbFunction
+
+    model, tokenizer = tiny_model
+    train(model, tokenizer, arithmetic, [length_reward], output_dir=tmp_path, **{**QUICK, "max_steps": 1})
+    assert [r["step"] for r in read_metrics(tmp_path)] == [1]
+    chosen = getattr(trl_utils, "_ChunkedLogProbFunction", NotImplemented)
+    if chosen is NotImplemented:  # TRL 0.22: no fused LM head
+        return
+    if importlib.util.find_spec("triton") is None:
+        assert chosen is TorchLogProbFunction
+    else:
+        assert isinstance(chosen, LogProbsByDevice) and chosen.kernel.__name__ == "ChunkedLogProbFunction"

@@ -10,23 +10,15 @@ import types
 from pathlib import Path
 
 import pytest
-from families import IMAGE_TOKENS, VISION_FAMILIES
+from families import IMAGE_TOKENS, VISION_FAMILIES, has_torchvision
 
 from grpo_lite.errors import UserError
 from grpo_lite.model.load import Backend, _load_unsloth, load_model
 from grpo_lite.model.lora import LayerChoice
 from grpo_lite.run.settings import ConfigError
 
-
-def _torchvision() -> bool:
-    try:
-        import torchvision  # noqa: F401
-    except Exception:  # absent, or a build for another torch (docs/stacks.md)
-        return False
-    return True
-
-
-needs_torchvision = pytest.mark.skipif(not _torchvision(), reason="processors need torchvision (docs/stacks.md, "
+pytestmark = pytest.mark.cuda_build
+needs_torchvision = pytest.mark.skipif(not has_torchvision(), reason="processors need torchvision (docs/stacks.md, "
                                        "'torchvision': .ci/run runs these in .venv-vision and .venv-t4)")
 FAMILY = pytest.mark.parametrize("family", VISION_FAMILIES, ids=[family.name for family in VISION_FAMILIES])
 VISION_PARTS = ("visual", "vision_tower")  # where Qwen-VL and Gemma 3 keep their vision tower and its projector

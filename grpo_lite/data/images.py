@@ -45,6 +45,16 @@ def _open(data: bytes | Path):
     return image
 
 
+def images_of(row: Any) -> list[Any]:
+    """A prepared row's images, as TRL takes them: its ``images`` list, else its one ``image``; none for a text row
+    or a prompt given alone."""
+    if not isinstance(row, Mapping):
+        return []
+    if row.get("images") is not None:
+        return list(row["images"])
+    return [row["image"]] if row.get("image") is not None else []
+
+
 def read_image(value: Any, base: Path | None = None):
     """One image value as a loaded PIL image; a value that is not one is a DatasetError saying why and the fix."""
     from PIL import Image

@@ -14,15 +14,22 @@ from typing import Any
 
 import torch
 
+from ..data.images import images_of
 from ..data.prompts import DatasetError, is_chat, render_prompt, row_settings, template_kwargs
 from ..machine import stack
 from ..run.settings import ConfigError
 
 
+def text_tokenizer(processing_class):
+    """The tokenizer of a vision model's processor, or the tokenizer itself: what pads, decodes and knows the ids."""
+    return getattr(processing_class, "tokenizer", processing_class)
+
+
 def _prompt_texts(tokenizer, prompts_or_rows: Sequence[Any], chat_template_kwargs: dict[str, Any] | None) -> list[str]:
     """Chat message lists rendered as training renders them (grpo_lite.data.prompts), ready for the assistant's turn;
     strings stay as they are. A dataset row (a mapping with a ``prompt``) is rendered with its own values of the columns
-    the chat template reads over ``chat_template_kwargs``, as training renders it."""
+    the chat template reads over ``chat_template_kwargs``, as training renders it; its images (``images_of``) go with
+    it to the processor."""
     kwargs = template_kwargs(tokenizer, chat_template_kwargs)
     own = iter(row_settings(tokenizer, [item for item in prompts_or_rows if isinstance(item, Mapping)]))
     texts = []
@@ -72,29 +79,34 @@ def vllm_sampling_options(*, max_completion_length, do_sample, num_return_sequen
     )
 
 
-def _vllm_sample(model, texts, *, progress, adapter, **options) -> list[Completion]:
+def _vllm_sample(model, texts, images, *, progress, adapter, **options) -> list[Completion]:
     from vllm import SamplingParams
 
     params = SamplingParams(**vllm_sampling_options(**options))
     # the base model is vLLM's own weights: no lora_request, as Unsloth's notebooks generate "before" (lora_request=None)
     lora = model.load_lora("grpo_lite_generate", load_tensors=True) if adapter and hasattr(model, "load_lora") else None
-    outputs = model.fast_generate(texts, sampling_params=params, lora_request=lora, use_tqdm=progress is not None)
+    # a prompt with images goes as Unsloth's vision notebooks give it (nb/Qwen2_5_7B_VL_GRPO.ipynb: multi_modal_data),
+    # one image alone, several as a list (vllm/multimodal/inputs.py, MultiModalDataDict)
+    prompts = [{"prompt": text, "multi_modal_data": {"image": row[0] if len(row) == 1 else row}} if row else text
+               for text, row in zip(texts, images)]
+    outputs = model.fast_generate(prompts, sampling_params=params, lora_request=lora, use_tqdm=progress is not None)
     return [Completion(choice.text, tuple(choice.token_ids), choice.finish_reason == "length")
             for output in outputs for choice in output.outputs]
 
 
-def _transformers_sample(model, tokenizer, texts, *, progress, max_completion_length, do_sample, num_return_sequences, temperature,
-                         top_p, top_k, min_p, repetition_penalty, seed, adapter, batch_size) -> list[Completion]:
+def _transformers_sample(model, tokenizer, texts, images, *, progress, max_completion_length, do_sample, num_return_sequences,
+                         temperature, top_p, top_k, min_p, repetition_penalty, seed, adapter, batch_size) -> list[Completion]:
     from tqdm.auto import tqdm
 
-    padding_side = tokenizer.padding_side
-    tokenizer.padding_side = "left"
-    pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    text_only = text_tokenizer(tokenizer)
+    padding_side = text_only.padding_side
+    text_only.padding_side = "left"
+    pad_token_id = text_only.pad_token_id if text_only.pad_token_id is not None else text_only.eos_token_id
     if do_sample:
         sampling = dict(temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p)
     else:
         sampling = dict(temperature=None, top_p=None, top_k=None)
-    stops = {tokenizer.eos_token_id, pad_token_id}
+    stops = {text_only.eos_token_id, pad_token_id}
     was_training = model.training
     model.eval()
     completions: list[Completion] = []
@@ -107,12 +119,12 @@ def _transformers_sample(model, tokenizer, texts, *, progress, max_completion_le
         with without_adapter, seeded:
             if seed is not None:
                 torch.manual_seed(seed)
-            _generate_batches(model, tokenizer, texts, completions, bar, batch_size=batch_size, pad_token_id=pad_token_id,
+            _generate_batches(model, tokenizer, texts, images, completions, bar, batch_size=batch_size, pad_token_id=pad_token_id,
                               stops=stops, max_completion_length=max_completion_length, do_sample=do_sample,
                               num_return_sequences=num_return_sequences, repetition_penalty=repetition_penalty, sampling=sampling)
     finally:
         bar.close()
-        tokenizer.padding_side = padding_side
+        text_only.padding_side = padding_side
         model.train(was_training)
     return completions
 
@@ -122,10 +134,14 @@ def _seeded_devices(model) -> list:
     return [device.index or 0] if getattr(device, "type", "cpu") == "cuda" else []  # the CPU's generator is always forked
 
 
-def _generate_batches(model, tokenizer, texts, completions, bar, *, batch_size, pad_token_id, stops, max_completion_length,
+def _generate_batches(model, tokenizer, texts, images, completions, bar, *, batch_size, pad_token_id, stops, max_completion_length,
                       do_sample, num_return_sequences, repetition_penalty, sampling) -> None:
     for start in range(0, len(texts), batch_size):
-        batch = tokenizer(texts[start : start + batch_size], return_tensors="pt", padding=True, add_special_tokens=False)
+        batch_images = images[start : start + batch_size]
+        # a processor takes each prompt's images beside its text, as TRL gives them
+        with_images = dict(images=batch_images) if any(batch_images) else {}
+        batch = tokenizer(text=texts[start : start + batch_size], return_tensors="pt", padding=True, add_special_tokens=False,
+                          **with_images)
         batch = batch.to(model.device)
         with torch.no_grad():
             output = model.generate(
@@ -140,7 +156,7 @@ def _generate_batches(model, tokenizer, texts, completions, bar, *, batch_size, 
         for row in output[:, batch["input_ids"].shape[1] :].tolist():
             end = next((i for i, token in enumerate(row) if token in stops), None)
             tokens = row if end is None else row[:end]
-            completions.append(Completion(tokenizer.decode(tokens, skip_special_tokens=True),
+            completions.append(Completion(text_tokenizer(tokenizer).decode(tokens, skip_special_tokens=True),
                                           tuple(row if end is None else row[: end + 1]), end is None and len(row) >= max_completion_length))
         bar.update(len(batch["input_ids"]))
 
@@ -182,12 +198,16 @@ def sample(
         raise ConfigError(f"generate: adapter=False, but this {type(model).__name__} has no LoRA adapter to turn off (a merged or "
                          "fully trained model has no base model left in it)")
     texts = _prompt_texts(tokenizer, prompts_or_messages, chat_template_kwargs)
+    images = [images_of(item) for item in prompts_or_messages]
+    if any(images) and getattr(tokenizer, "image_processor", None) is None:
+        raise DatasetError(f"generate: the rows have images, and {type(tokenizer).__name__} is a text tokenizer: pass the vision "
+                           "model's processor, as load_model returns it")
     options = dict(max_completion_length=max_completion_length, do_sample=do_sample, num_return_sequences=num_return_sequences,
                    temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p, repetition_penalty=repetition_penalty,
                    seed=seed, adapter=adapter, progress=progress)
     if vllm:
-        return _vllm_sample(model, texts, **options)
-    return _transformers_sample(model, tokenizer, texts, batch_size=batch_size, **options)
+        return _vllm_sample(model, texts, images, **options)
+    return _transformers_sample(model, tokenizer, texts, images, batch_size=batch_size, **options)
 
 
 def generate(

@@ -82,6 +82,16 @@ def thumbnail_png(image) -> bytes:
     return out.getvalue()
 
 
+def _placeholders_only(prompt: Any) -> Any:
+    """``prompt`` with each image part as the placeholder the dataset gave (TRL 1.15 logs the prompt with the images
+    filled in, trl/trainer/grpo_trainer.py, prepare_multimodal_messages): the row's ``images`` carry them."""
+    if not isinstance(prompt, list):
+        return prompt
+    return [{**m, "content": [{"type": "image"} if isinstance(part, dict) and part.get("type") == "image" else part
+                              for part in m["content"]]} if isinstance(m, dict) and isinstance(m.get("content"), list) else m
+            for m in prompt]
+
+
 def _score(value: Any) -> float | None:
     value = float(value)
     return value if math.isfinite(value) else None
@@ -159,7 +169,7 @@ def batch_samples(trainer, step: int) -> list[dict[str, Any]]:
         rewards = {name: _score(values[i]) for name, values in scores.items()}
         rows.append({
             "step": step,
-            "prompt": private_copy(prompts[i]),  # chat messages: shared with TRL's record and, before TRL 1.15, other rows
+            "prompt": private_copy(_placeholders_only(prompts[i])),  # shared with TRL's record and, before TRL 1.15, other rows
             "completion": _text(completions[i]),
             "rewards": rewards,
             "total": weighted_total(list(rewards.values()), weights),

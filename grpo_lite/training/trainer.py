@@ -41,7 +41,7 @@ from rewards.calling import check_columns
 from rewards.combine import distinct_names, name_clashes
 from rewards.extract import is_data_frame
 
-from ..data.prepare import DatasetError, as_dataset, check_prompts, prompt_lengths
+from ..data.prepare import DatasetError, as_dataset, check_prompts, image_column, prompt_lengths
 from ..data.prompts import describe_row_settings, fit_dataset, remember_template_kwargs
 from ..guards.faults import faults_reported
 from ..guards.nan import NaNStop
@@ -138,13 +138,17 @@ def _check_one_batch(dataset, config) -> None:
 def _say_cut_prompts(dataset, tokenizer, max_prompt_length: int, chat_template_kwargs: dict[str, Any], by_trl: bool) -> None:
     """Say how many prompts are cut, by the installed TRL (``by_trl``) or by grpo-lite where TRL removed
     ``max_prompt_length``, as TRL 0.22-0.27 cut them (trl 0.22.2, trl/trainer/grpo_trainer.py: the rendered prompt's
-    last max_prompt_length tokens, so the template's header goes first). A cut by grpo-lite holds text only: a dataset with images is refused."""
-    if not by_trl and (images := {"image", "images"} & set(dataset.column_names)):
-        raise DatasetError(f"max_prompt_length={max_prompt_length} with an {sorted(images)[0]!r} column: TRL removed "
-                           "max_prompt_length, and grpo-lite cuts text prompts only; drop max_prompt_length, or the images")
+    last max_prompt_length tokens, so the template's header goes first; TRL 0.22 keeps an image's tokens whole). A
+    prompt's length counts its images' tokens as the processor makes them. Where TRL removed the field, a cut of a prompt
+    with images is refused (``cut_prompts_on_the_left`` says why)."""
     lengths = prompt_lengths(dataset, tokenizer, chat_template_kwargs)
     if cut := [n for n in lengths if n > max_prompt_length]:
         low, high = min(cut), max(cut)
+        if not by_trl and (images := image_column(dataset.column_names)):
+            raise ConfigError(f"max_prompt_length={max_prompt_length} would cut {len(cut)} of {len(lengths)} prompts with images "
+                              f"(column {images!r}), and TRL {version('trl')} removed the field: the prompts it scores are "
+                              f"rendered again with their images, uncut. Set max_prompt_length={high} (keeps them whole) or "
+                              "drop it; to cut them as TRL 0.22 did, train on the T4 stack (requirements/t4.txt)")
         cutter = f"TRL {version('trl')} " if by_trl else ""  # else grpo-lite, whose name opens every line it says
         logger.info(f"{cutter}cuts {len(cut)} of {len(lengths)} prompts on the left to their last max_prompt_length="
                     f"{max_prompt_length} tokens, the chat template's header first (they are "
@@ -301,6 +305,9 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
     settings.validate(model_loaded=True, resume=resume)
     dataset = _training_rows(dataset)
     _check_trainable(model)
+    if (images := image_column(dataset.column_names)) and getattr(tokenizer, "image_processor", None) is None:
+        raise DatasetError(f"the rows have images (column {images!r}), and {type(tokenizer).__name__} is a text tokenizer: "
+                           "pass the vision model's processor, as load_model returns it with the model")
     if settings.output_dir is None:
         output_dir = fresh_run_dir(run_name(settings.model))
         say_fresh_run_dir(output_dir)

@@ -1,10 +1,12 @@
-"""Make TRL 1.15's GRPOTrainer run where Triton cannot (CPU-only machines), and Unsloth's trainer run any model.
+"""Make TRL 1.15's GRPOTrainer run where Triton cannot (a CPU), and Unsloth's trainer run any model.
 
 TRL 1.15 (the newest release Unsloth 2026.10.9 accepts) computes per-token log-probabilities with a Triton
-kernel and, when Triton is missing, calls ``None.apply`` on the first training step. TRL 1.16 added a
-plain-PyTorch path for exactly this case. Until the lock can move to 1.16, :func:`enable_cpu_logprobs`
-installs the equivalent plain-PyTorch function in its place; on machines where Triton imports (any CUDA
-setup) it changes nothing.
+kernel, chosen by whether Triton imports, not by where the tensors are (trl/trainer/utils.py, add_fused_lm_head:
+``_ChunkedLogProbFunction``). Without Triton (torch's CPU wheel) it calls ``None.apply`` on the first training step;
+with it (torch's CUDA build, what pip installs on Linux) on a machine without a GPU, the kernel is launched on CPU
+tensors and fails ("0 active drivers"). TRL 1.16 added a plain-PyTorch path for the first case.
+:func:`enable_cpu_logprobs` gives tensors on a CPU the equivalent plain-PyTorch function and leaves those on a GPU to
+TRL's kernel, on the devices TRL's own kernel check names (``_supports_trl_loss_kernel``: cuda, xpu).
 
 Once Unsloth is imported, ``trl.GRPOTrainer`` is Unsloth's generated trainer for the whole process, and it calls
 ``model.for_training()`` on every step and picks mixed precision itself: :func:`prepare_for_unsloth_trainer` gives
@@ -25,7 +27,6 @@ import torch
 from ..data.prompts import DatasetError, row_settings, template_columns
 from ..machine import stack
 from ..monitor.samples import note_row_settings
-from ..run.settings import ConfigError
 
 
 class TorchLogProbFunction:
@@ -68,18 +69,37 @@ class TorchLogProbFunction:
         return log_probs, entropy, log_sum_sq_probs, mean_logits, is_top1
 
 
-def enable_cpu_logprobs() -> bool:
-    """Install :class:`TorchLogProbFunction` when TRL's Triton kernel is unavailable.
+KERNEL_DEVICES = ("cuda", "xpu")  # trl/trainer/utils.py, _supports_trl_loss_kernel: where TRL's Triton kernels run
 
-    Returns True when the fallback is (now) in place, False when TRL has its own kernel or fallback.
-    Idempotent; imports trl, so call it only after a possible Unsloth import.
+
+class LogProbsByDevice:
+    """TRL's Triton log-prob kernel for tensors on a GPU, :class:`TorchLogProbFunction` for the rest."""
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+
+    def apply(self, hidden: torch.Tensor, *args):
+        chosen = self.kernel if hidden.device.type in KERNEL_DEVICES else TorchLogProbFunction
+        return chosen.apply(hidden, *args)
+
+
+def enable_cpu_logprobs() -> bool:
+    """Let TRL's fused LM head compute log-probabilities on a CPU: :class:`TorchLogProbFunction` in place of TRL's
+    Triton kernel where Triton is missing, and beside it (:class:`LogProbsByDevice`) where Triton imports.
+
+    Returns True when tensors on a CPU now take the plain-PyTorch path, False where TRL has no fused head (before
+    TRL 1.x). Idempotent; imports trl, so call it only after a possible Unsloth import.
     """
     import trl.trainer.utils as trl_utils
 
     current = getattr(trl_utils, "_ChunkedLogProbFunction", NotImplemented)
+    if current is NotImplemented:
+        return False
     if current is None:
-        trl_utils._ChunkedLogProbFunction = current = TorchLogProbFunction
-    return current is TorchLogProbFunction
+        trl_utils._ChunkedLogProbFunction = TorchLogProbFunction
+    elif current is not TorchLogProbFunction and not isinstance(current, LogProbsByDevice):
+        trl_utils._ChunkedLogProbFunction = LogProbsByDevice(current)
+    return True
 
 
 def prepare_for_unsloth_trainer(model, config) -> None:
@@ -255,53 +275,23 @@ def render_with_template_kwargs(trainer, tokenizer, chat_template_kwargs: dict):
                 trainer._generate_and_score_completions = wrapped
 
 
-def image_token_ids(processing_class, config) -> set[int]:
-    """The ids that stand for an image in a rendered prompt: what TRL 0.22 keeps when it cuts a prompt (trl 0.22.2,
-    grpo_trainer.py: the processor's ``image_token_id`` and the config's ``vision_start_token_id`` and
-    ``vision_end_token_id``), and the image's begin and end markers of families whose config names them otherwise
-    (Gemma 3: ``boi_token_index``, ``eoi_token_index``), so that a cut never leaves half an image."""
-    names = ("vision_start_token_id", "vision_end_token_id", "boi_token_index", "eoi_token_index", "image_token_id",
-             "image_token_index")
-    ids = {getattr(processing_class, "image_token_id", None), *(getattr(config, name, None) for name in names)}
-    return {i for i in ids if isinstance(i, int)}
-
-
-def keep_for_cut(ids: list[int], max_prompt_length: int, kept: set[int]) -> list[bool]:
-    """Which of a prompt's ids a cut to ``max_prompt_length`` keeps: every id in ``kept`` (an image's tokens, which
-    its pixels need) and the last of the others, as trl 0.22.2 cuts (trl/trainer/utils.py,
-    truncate_with_protected_tokens). A text prompt keeps its last ``max_prompt_length`` ids."""
-    protected = [i in kept for i in ids]
-    room = min(max_prompt_length - sum(protected), len(ids) - sum(protected))
-    if room < 0:
-        raise ConfigError(f"max_prompt_length={max_prompt_length} is shorter than a prompt's {sum(protected)} image "
-                          f"tokens: raise max_prompt_length to at least {sum(protected)}, or make the images smaller")
-    others = [n for n, is_kept in enumerate(protected) if not is_kept]
-    chosen = set(others[len(others) - room:])  # room <= len(others) here: no negative start
-    return [is_kept or n in chosen for n, is_kept in enumerate(protected)]
-
-
 def cut_prompts_on_the_left(trainer, max_prompt_length: int) -> None:
     """Give every prompt ``trainer`` generates from and scores its last ``max_prompt_length`` tokens, as TRL 0.22-0.27
-    cut them (trl 0.22.2, trl/trainer/grpo_trainer.py, _generate_and_score_completions: truncate_with_protected_tokens),
-    an image's tokens kept whole (``keep_for_cut``).
+    cut them (trl 0.22.2, trl/trainer/grpo_trainer.py, _generate_and_score_completions: truncate_with_protected_tokens).
 
     TRL 1.15 renders and tokenizes each batch's prompts in ``_tokenize_prompts`` and both its generation paths
     (transformers and vLLM, ``_generate_single_turn``) and its log-probability pass take those ids (``_generate`` returns
-    them to ``_generate_and_score_completions``): the ids are cut as they come back, whatever rendered them, and so are
-    the processor's fields with one value per token (Gemma 3's ``token_type_ids``). Unsloth's generated trainer keeps
-    both (unsloth/models/rl.py, _patch_trl_rl_trainers: no rl_replacements.py edit touches ``_tokenize_prompts``, and
-    ``grpo_trainer__generate`` only guards vLLM's weight sync in ``_generate``, keeping its call)."""
+    them to ``_generate_and_score_completions``): the ids are cut as they come back, whatever rendered them. Unsloth's
+    generated trainer keeps both (unsloth/models/rl.py, _patch_trl_rl_trainers: no rl_replacements.py edit touches
+    ``_tokenize_prompts``, and ``grpo_trainer__generate`` only guards vLLM's weight sync in ``_generate``, keeping its
+    call). Only text prompts are cut here: the log-probability pass renders a prompt with images again, uncut
+    (``_generate_and_score_completions``: ``self.processing_class(images=..., text=...)``), so train() refuses a cut of
+    one (``_say_cut_prompts``)."""
     tokenize = trainer._tokenize_prompts
-    kept = image_token_ids(trainer.processing_class, trainer.model.config)
 
     @functools.wraps(tokenize)
     def tokenize_and_cut(prompts):
         prompt_ids, images, multimodal_fields = tokenize(prompts)
-        keeps = [keep_for_cut(list(ids), max_prompt_length, kept) for ids in prompt_ids]
-        per_token = {name: values for name, values in multimodal_fields.items()
-                     if isinstance(values, list) and len(values) == len(keeps)
-                     and all(isinstance(v, list) and len(v) == len(k) for v, k in zip(values, keeps))}
-        cut = {name: [[x for x, keep in zip(row, k) if keep] for row, k in zip(values, keeps)] for name, values in per_token.items()}
-        return [[i for i, keep in zip(ids, k) if keep] for ids, k in zip(prompt_ids, keeps)], images, {**multimodal_fields, **cut}
+        return [list(ids)[-max_prompt_length:] for ids in prompt_ids], images, multimodal_fields
 
     trainer._tokenize_prompts = tokenize_and_cut
