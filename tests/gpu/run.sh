@@ -34,7 +34,7 @@ PLAN="
 setup           60    36   unpack the kit, versions, build the 0.5B model once for every part (36 s)
 tests          420   393   start-up 40 + load 9.5 + Unsloth run 167 + fp16 76 + out of memory 100 (not measured yet)
 compare        300   131   rows in order while time is left: plain TRL 43, Unsloth 88, then bitsandbytes and the engines
-families        90     0   only with time left over (tests/gpu/test_gpu_families.py)
+families        90     0   only with time left over: the chat families, then the vision ones through FastVisionModel
 "
 TEST_FILES=(tests/gpu/test_gpu_load.py tests/gpu/test_gpu_train.py tests/gpu/test_gpu_t4_fp16.py tests/gpu/test_gpu_out_of_memory.py)
 COMPARE_ARGS=(--shape qwen2.5-0.5b --steps 2 --completion-tokens 64)
@@ -70,7 +70,7 @@ build_tiny_model(sys.argv[1], **({} if sys.argv[2] else {'like': 'qwen2.5-0.5b',
       ;;
     tests | families)
       local files=("${TEST_FILES[@]}")
-      [[ $part == families ]] && files=(tests/gpu/test_gpu_families.py)
+      [[ $part == families ]] && files=(tests/gpu/test_gpu_families.py tests/gpu/test_gpu_vision.py)
       if [[ ! -f ${files[0]} ]]; then
         echo "no ${files[0]}"
         return 3
