@@ -179,3 +179,20 @@ def test_a_vision_model_trains_its_lora_over_4bit_weights_on_the_cpu(folders):
     model(**inputs, labels=inputs["input_ids"]).loss.backward()
     trained = [name for name, parameter in model.named_parameters() if parameter.grad is not None]
     assert trained and all("lora_" in name and "visual" not in name for name in trained)
+
+
+@FAMILY
+def test_the_planner_counts_the_vision_tower_with_the_language_model(family, folders):
+    """plan() weighs a vision-language model whole: the language model's shape from its text config, and the vision tower
+    with its projector counted on a model built on the meta device (grpo_lite.machine.planner, _vision_params)."""
+    from transformers import AutoModelForImageTextToText
+
+    from grpo_lite.machine.planner import model_shape
+
+    shape = model_shape(folders[family.name])
+    model = AutoModelForImageTextToText.from_pretrained(folders[family.name])
+    towers = (*VISION_PARTS, "multi_modal_projector")  # Gemma 3's projector sits beside its tower
+    vision = sum(p.numel() for name, p in model.named_parameters() if any(part in name for part in towers))
+    assert shape.vision_params == vision > 0
+    planned = shape.layers * shape.linear_params_per_layer + shape.embedding_params + shape.vision_params
+    assert 0.99 < planned / sum(p.numel() for p in model.parameters()) <= 1.0  # all but the norms

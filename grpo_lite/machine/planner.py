@@ -3,7 +3,8 @@
 The peak of one GRPO step on one GPU is the sum of:
   weights      the base model, 16-bit, or 4-bit linear layers; embeddings, lm_head and norms stay 16-bit
                through Unsloth, and become fp32 through transformers + bitsandbytes (PEFT's
-               prepare_model_for_kbit_training upcasts every parameter that is not quantized)
+               prepare_model_for_kbit_training upcasts every parameter that is not quantized); a vision-language
+               model's vision tower and projector counted 16-bit (its image tokens are in the prompt's length)
   lora         LoRA weights, their gradients and two AdamW moments, all fp32 (16 bytes per parameter)
   activations  with gradient checkpointing: each layer's input kept, plus one layer recomputed in full and its
                backward (the step's peak); through PEFT, each LoRA layer also keeps its input cast to the adapters'
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -99,6 +101,7 @@ class ModelShape:
     intermediate: int
     vocab: int
     tied: bool
+    vision_params: int = 0  # a vision-language model's vision tower and projector
 
     @property
     def linear_params_per_layer(self) -> int:
@@ -138,6 +141,7 @@ def model_shape(model_name_or_config: Any) -> ModelShape:
         from transformers import AutoConfig
 
         config = AutoConfig.from_pretrained(config)
+    vision_params = _vision_params(config)
     config = getattr(config, "get_text_config", lambda: config)()
     heads = config.num_attention_heads
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
@@ -150,7 +154,24 @@ def model_shape(model_name_or_config: Any) -> ModelShape:
         intermediate=config.intermediate_size,
         vocab=config.vocab_size,
         tied=bool(getattr(config, "tie_word_embeddings", False)),
+        vision_params=vision_params,
     )
+
+
+_VISION_TOWER = re.compile(r"(^|\.)(visual|vision_tower|vision_model|multi_modal_projector)\.")  # Qwen-VL, Gemma 3, ...
+
+
+def _vision_params(config) -> int:
+    """The parameters of the vision tower and its projector that ``config`` (a vision-language model's: it has a
+    ``vision_config``) describes, counted on a model built on the meta device (no memory); 0 for a text model."""
+    if getattr(config, "vision_config", None) is None:
+        return 0
+    import torch
+    from transformers import AutoModelForImageTextToText
+
+    with torch.device("meta"):
+        model = AutoModelForImageTextToText.from_config(config)
+    return sum(p.numel() for name, p in model.named_parameters() if _VISION_TOWER.search(name))
 
 
 def _memory_gb(gpu: str | float) -> float:
@@ -181,7 +202,8 @@ def estimate(shape: ModelShape, run: RunShape, *, weight_bytes: float = 2.0, gpu
     linear = shape.layers * shape.linear_params_per_layer
     upcast = run.load_in_4bit and backend == "transformers"  # prepare_model_for_kbit_training: the rest in fp32
     other_bytes = 4.0 if upcast else weight_bytes
-    weights = linear * (FOUR_BIT_BYTES if run.load_in_4bit else weight_bytes) + shape.embedding_params * other_bytes
+    weights = (linear * (FOUR_BIT_BYTES if run.load_in_4bit else weight_bytes) + shape.embedding_params * other_bytes
+               + shape.vision_params * weight_bytes)
     sequences, length = run.num_generations, run.max_prompt_tokens + run.max_completion_length
     tokens = sequences * length
     act_bytes = weight_bytes  # activations are in the compute dtype (16-bit for 4-bit weights too)
