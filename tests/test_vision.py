@@ -127,3 +127,34 @@ def test_a_ported_max_prompt_length_cuts_image_prompts_as_trl_0_22_did_or_is_ref
                                               rf"with images .* Set max_prompt_length={max(lengths)} \(keeps them whole\)"):
             train(model, processor, dataset, [colour_reward], **run)
         assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+def test_generate_gives_vllm_each_prompt_with_its_images_as_unsloths_vision_notebooks_do(folders, tmp_path):
+    """With a vLLM engine on the model (Unsloth's fast_inference), a prompt with images goes as
+    ``{"prompt": text, "multi_modal_data": {"image": ...}}`` (nb/Qwen2_5_7B_VL_GRPO.ipynb's fast_generate cells).
+    vLLM cannot be installed here: a stand-in package and engine (tests/vllm_stand_in.py) render the prompt with its
+    images through the processor and sample with the model's own generate, in a fresh interpreter."""
+    from pathlib import Path
+
+    from real_unsloth import run_script
+    from vllm_stand_in import write_vllm
+
+    stand_in = write_vllm(tmp_path / "stand-in", "0.11.2")
+    done = run_script(f"""
+        import sys
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from PIL import Image
+        from vllm_stand_in import SharedWeightsEngine
+        from grpo_lite import generate, load_model, prepare_dataset
+
+        model, processor = load_model({str(folders[VISION_FAMILIES[0].name])!r}, lora_rank=8)
+        engine = SharedWeightsEngine(model, processor)
+        model.vllm_engine, model.fast_generate = engine, engine.generate
+        rows = prepare_dataset([{{"question": "What colour?", "answer": c, "image": Image.new("RGB", (32, 32), c)}}
+                                for c in ("red", "blue")])
+        texts = generate(model, processor, rows, max_completion_length=4, adapter=False)
+        result({{"texts": texts, "images": [[image.size for image in prompt] for call in engine.calls for prompt in call["images"]]}})
+    """, tmp_path, prelude=f"import sys\nsys.path.insert(0, {str(stand_in)!r})\n")
+    assert len(done["texts"]) == 2 and all(isinstance(text, str) for text in done["texts"])
+    assert done["images"] == [[[32, 32]], [[32, 32]]]  # each prompt reached vLLM with its own image

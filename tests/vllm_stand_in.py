@@ -192,7 +192,8 @@ class SharedWeightsEngine:
     def __init__(self, model, tokenizer):
         import types
 
-        self.model, self.tokenizer = model, tokenizer
+        # a vision-language model's processor renders a prompt with its images; its tokenizer does the rest
+        self.model, self.processor, self.tokenizer = model, tokenizer, getattr(tokenizer, "tokenizer", tokenizer)
         self.calls: list[dict] = []
         # vLLM's LLM.llm_engine.vllm_config.model_config, which Unsloth's trainer reads around generate to wake and sleep
         # the engine (unsloth/models/rl_replacements.py): off, as Unsloth starts vLLM without UNSLOTH_VLLM_STANDBY
@@ -213,7 +214,8 @@ class SharedWeightsEngine:
         if unhonoured or params.n != 1 or params.structured_outputs or params.guided_decoding:
             raise NotImplementedError(f"stand-in vLLM engine: {unhonoured or 'n > 1 or structured outputs'} not honoured")
         self.calls.append({"prompts": len(prompts), "sampling": {k: settings[k] for k in sorted(self.HONOURED)},
-                           "lora": self._request_record(lora_request)})
+                           "lora": self._request_record(lora_request),
+                           "images": [self._images(p) for p in prompts]})
         stop = [params.stop] if isinstance(params.stop, str) else list(params.stop or [])
         options = dict(do_sample=params.temperature > 0, max_new_tokens=params.max_tokens, pad_token_id=self.tokenizer.eos_token_id,
                        output_scores=params.logprobs is not None, return_dict_in_generate=True)
@@ -230,9 +232,9 @@ class SharedWeightsEngine:
         try:
             with torch.no_grad(), self._adapter(lora_request):
                 for index, prompt in enumerate(prompts):
-                    ids = prompt["prompt_token_ids"] if isinstance(prompt, dict) else self.tokenizer(prompt, add_special_tokens=False).input_ids
-                    done = self.model.generate(input_ids=torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
-                                               **options)
+                    inputs = self._inputs(prompt)
+                    ids = inputs["input_ids"][0].tolist()
+                    done = self.model.generate(**inputs, **options)
                     tokens = done.sequences[0, len(ids):].tolist()
                     if self.tokenizer.eos_token_id in tokens:  # vLLM stops at EOS and keeps it
                         tokens = tokens[:tokens.index(self.tokenizer.eos_token_id) + 1]
@@ -247,6 +249,28 @@ class SharedWeightsEngine:
         finally:
             self.model.train(training)
         return outputs
+
+    @staticmethod
+    def _images(prompt) -> list:
+        """A prompt's images as vLLM takes them (vllm/inputs/data.py, TextPrompt's ``multi_modal_data``: one image, or
+        a list)."""
+        image = prompt.get("multi_modal_data", {}).get("image") if isinstance(prompt, dict) else None
+        return [] if image is None else list(image) if isinstance(image, list) else [image]
+
+    def _inputs(self, prompt) -> dict:
+        """The model's inputs for one vLLM prompt: token ids (``prompt_token_ids``), or a text, rendered with its images
+        through the processor as vLLM's multimodal input processor does."""
+        import torch
+
+        if isinstance(prompt, dict) and "prompt_token_ids" in prompt:
+            ids = torch.tensor([prompt["prompt_token_ids"]])
+            return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+        text = prompt["prompt"] if isinstance(prompt, dict) else prompt
+        images = self._images(prompt)
+        if images:
+            return dict(self.processor(text=[text], images=[images], return_tensors="pt", add_special_tokens=False))
+        ids = torch.tensor([self.tokenizer(text, add_special_tokens=False).input_ids])
+        return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
 
     def _request_record(self, lora_request) -> dict | None:
         """What a call's LoRA request held: its id, and whether its tensors are the model's live adapter."""
