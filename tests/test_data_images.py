@@ -159,11 +159,30 @@ def test_prepared_rows_give_one_image_per_placeholder_and_images_that_read():
         check_prompts([{"prompt": placed, "images": [png(), png()]}, {"prompt": placed, "images": [png()]}])
     with pytest.raises(DatasetError, match=r"row 0, column 'prompt': the prompt has 2 .* no image column"):
         check_prompts([{"prompt": placed}])
-    with pytest.raises(DatasetError, match=r"row 0, column 'prompt': the row has images \(column 'image'\) and its prompt is "
-                                           r"text: give it as chat messages"):
+    if stack.newer("text_prompts_with_images"):
+        with pytest.raises(DatasetError, match=r"row 0, column 'prompt': the row has images \(column 'image'\) and its prompt "
+                                               r"is text: give it as chat messages"):
+            check_prompts([{"prompt": "Which?", "image": png()}])
+    else:  # TRL 0.22 hands a text prompt to the processor as it is; with the processor, its image token is counted
         check_prompts([{"prompt": "Which?", "image": png()}])
     with pytest.raises(DatasetError, match=r"row 0, column 'image': 'http://x/y.png' is a URL"):
         check_prompts([{"prompt": placed[:1], "image": "http://x/y.png"}])
+
+
+def test_a_text_prompt_with_images_is_taken_where_trl_hands_it_to_the_processor_holding_one_image_token_each(processor):
+    """Unsloth's vision notebooks render their prompts for TRL before 0.24 (nb/Qwen2_5_7B_VL_GRPO.ipynb); TRL 0.22 hands
+    such a text to the processor, which expands its image token, and TRL 0.25 on fails on it (``text_prompts_with_images``)."""
+    rendered = render_prompt(processor, [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "Which?"}]}])
+    assert rendered.count("<|image_pad|>") == 1
+    if stack.newer("text_prompts_with_images"):
+        with pytest.raises(DatasetError, match=rf"its prompt is text: give it as chat messages .*TRL {stack.installed('trl')} "
+                                               r"refuses text prompts with images: from TRL 0.25.0"):
+            check_prompts([{"prompt": rendered, "image": png()}], tokenizer=processor)
+        return
+    check_prompts([{"prompt": rendered, "image": png()}], tokenizer=processor)
+    with pytest.raises(DatasetError, match=r"row 0, column 'prompt': the prompt is text holding the image token "
+                                           r"'<\|image_pad\|>' 0 time\(s\) and the row gives 1 image\(s\) in column 'image'"):
+        check_prompts([{"prompt": "Which?", "image": png()}], tokenizer=processor)
 
 
 def test_a_prompt_with_images_keeps_its_parts_and_folds_a_system_turn_before_them():

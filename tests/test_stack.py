@@ -107,6 +107,25 @@ def test_trls_names_for_rewards_async_rewards_and_data_parallel_are_where_the_ta
     assert (GRPOConfig.__dataclass_fields__["vllm_mode"].default == "colocate") == stack.newer("vllm_mode_colocate")
 
 
+def test_how_trl_and_unsloths_trainer_take_rows_with_images_changes_where_the_table_says():
+    """TRL 0.25 makes every prompt with images chat messages (prepare_multimodal_messages takes the images, not their
+    number), so a text prompt fails there; Unsloth's trainer hands rewards text on rows with images from TRL 0.24 on
+    (read in its source: importing Unsloth needs a GPU here)."""
+    import importlib.util
+    from pathlib import Path
+
+    from trl.data_utils import prepare_multimodal_messages
+
+    assert ("images" in inspect.signature(prepare_multimodal_messages).parameters) == stack.newer("text_prompts_with_images")
+    spec = importlib.util.find_spec("unsloth")
+    if spec is None:
+        pytest.skip("Unsloth is not installed")
+    source = (Path(spec.submodule_search_locations[0]) / "models" / "rl_replacements.py").read_text()
+    at = source.index("self._calculate_rewards(inputs, prompts_text, completions_text")
+    gate = source.rindex("if trl_version >= Version(", 0, at)
+    assert source[gate:].startswith(f'if trl_version >= Version("{stack.DIFFERENCES["image_rewards_as_text"].since}"):')
+
+
 @pytest.mark.parametrize("preset", ["cpu-smoke", "t4-16gb", "l4-24gb", "a100-80gb"])
 def test_presets_set_only_fields_the_installed_grpoconfig_has_and_name_the_rest(preset):
     from grpo_lite.run.presets import preset_values, unavailable_values

@@ -217,12 +217,15 @@ def _column(rows: Any, column: str) -> list[Any]:
     return [row.get(column) for row in rows]
 
 
-def check_prompts(rows: Any, source: Any = None) -> None:
+def check_prompts(rows: Any, source: Any = None, tokenizer: Any = None) -> None:
     """Refuse prepared rows (a ``prompt`` column already) whose prompt a chat template cannot render as the question
     the model answers: not text or chat messages, empty, a user message without text, a content part that is neither
     text nor an image placeholder, or a last turn that is not the user's (a prefill included: see
     grpo_lite.data.prompts). Rows with images (an ``image`` or ``images`` column, which TRL reads) must give each an
-    image that reads (grpo_lite.data.images), and a prompt with image placeholders one image per placeholder. The
+    image that reads (grpo_lite.data.images), and a prompt with image placeholders one image per placeholder. A text
+    prompt with images (a chat template applied already, as Unsloth's vision notebooks do for TRL before 0.24) is taken
+    where the installed TRL takes it (``text_prompts_with_images``), holding the processor's image token once per image
+    (checked where ``tokenizer``, the processor, is given); elsewhere it is refused with the fix. The
     :class:`DatasetError` names the row (``source``: the file it came from, to name its line) and the column, before
     anything renders them."""
     columns = list(rows.column_names) if hasattr(rows, "column_names") else list(dict.fromkeys(k for row in rows for k in row))
@@ -238,16 +241,36 @@ def check_prompts(rows: Any, source: Any = None) -> None:
         base = Path(source).parent if isinstance(source, (str, Path)) else None
         counts = [len(found) for found in read_images(_column(rows, images), images, place, base)]
     for index, (prompt, count) in enumerate(zip(prompts, counts)):
-        _check_placeholders(prompt, count, place(index), images)
+        _check_placeholders(prompt, count, place(index), images, image_token(tokenizer))
 
 
-def _check_placeholders(prompt: Any, count: int, where: str, column: str | None) -> None:
+def image_token(processor: Any) -> str | None:
+    """The text a vision chat template writes for one image, which the processor expands into the image's tokens:
+    Gemma 3's ``boi_token`` (``<start_of_image>``), else the processor's ``image_token`` (Qwen-VL's ``<|image_pad|>``).
+    None for a text tokenizer, or none given."""
+    return getattr(processor, "boi_token", None) or getattr(processor, "image_token", None)
+
+
+def _check_placeholders(prompt: Any, count: int, where: str, column: str | None, token: str | None = None) -> None:
     """Refuse a chat prompt whose image placeholders are not one per image of its row; a prompt without any is given
-    them by TRL (and by prepare_dataset), before its first user turn."""
+    them by TRL (and by prepare_dataset), before its first user turn. A text prompt with images passes where the
+    installed TRL hands it to the processor as it is, when it holds ``token`` (the processor's image token, where known)
+    once per image."""
     if count and not is_chat(prompt):
+        if isinstance(prompt, str) and not stack.newer("text_prompts_with_images"):
+            if token is not None and prompt.count(token) != count:
+                raise DatasetError(f"{where}, column 'prompt': the prompt is text holding the image token {token!r} "
+                                   f"{prompt.count(token)} time(s) and the row gives {count} image(s) in column {column!r}: "
+                                   "render it with the processor's chat template from chat messages with one "
+                                   "{'type': 'image'} part per image, or give those chat messages as the prompt")
+            return
+        difference = stack.DIFFERENCES["text_prompts_with_images"]
         raise DatasetError(f"{where}, column 'prompt': the row has images (column {column!r}) and its prompt is text: give it "
                            "as chat messages ([{'role': 'user', 'content': ...}]), which the processor's chat template renders "
-                           "with the images' placeholders (TRL 1.15 refuses text prompts with images)")
+                           f"with the images' placeholders (TRL {stack.installed('trl')} refuses text prompts with images: "
+                           f"from TRL {difference.since} {difference.newer}). A notebook that applies the chat template "
+                           "itself for an older TRL (Unsloth's vision notebooks, 'if Version(\"trl\") < "
+                           "Version(\"0.24.0\")') leaves the chat prompts as they are here")
     placeholders = image_count(prompt) if is_chat(prompt) else 0
     if placeholders and placeholders != count:
         given = f"{count} in column {column!r}" if column else "no image column (image or images)"

@@ -112,6 +112,19 @@ DIFFERENCES: dict[str, Difference] = {
         "_generate_and_score_completions)",
         "it reads a list of images a row from a column 'images', else one from 'image' (trl/trainer/grpo_trainer.py, "
         "_generate_and_score_completions)"),
+    "text_prompts_with_images": Difference(
+        "trl", "0.25.0",
+        "a text prompt (a chat template applied already) with images goes to the processor as it is, which expands each "
+        "image token it holds (trl/trainer/grpo_trainer.py, _generate_single_turn: only a chat prompt gets placeholders)",
+        "every prompt with images is made chat messages with its images (trl/data_utils.py, prepare_multimodal_messages): "
+        "a text prompt fails there, and from 0.29 is refused, 'Multimodal training requires conversational prompts' "
+        "(trl/trainer/grpo_trainer.py)"),
+    "image_rewards_as_text": Difference(
+        "trl", "0.24.0",
+        "rewards get the prompts and completions as the rows give them: text for the text prompts Unsloth's vision "
+        "notebooks render first for this TRL, chat messages for chat prompts (trl/trainer/grpo_trainer.py)",
+        "a chat prompt's completions are chat messages; on rows with images Unsloth's trainer hands rewards the rendered "
+        "prompts and the decoded completions instead, as text (unsloth/models/rl_replacements.py, _calculate_rewards)"),
     "trl_math_rewards": Difference(
         "trl", "0.24.0", "trl.rewards holds think_format_reward and get_soft_overlong_punishment (trl/rewards/__init__.py)",
         "trl.rewards adds accuracy_reward, reasoning_accuracy_reward, get_repetition_penalty_reward, ... "

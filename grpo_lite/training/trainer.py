@@ -62,7 +62,13 @@ from ..run.record import RunRecord, reward_reference, rows_fingerprint
 from ..run.resume import finished_at, resume_checkpoint
 from ..run.settings import REWARD_TIMEOUT, ConfigError, Heldout, RunSettings, resolve_options
 from ..run.stopping import InterruptStops, StopSwitch
-from .trl_compat import cut_prompts_on_the_left, generate_with_tokenizer, render_with_template_kwargs, template_kwargs_field
+from .trl_compat import (
+    cut_prompts_on_the_left,
+    generate_with_tokenizer,
+    image_rewards_as_text,
+    render_with_template_kwargs,
+    template_kwargs_field,
+)
 
 
 @dataclass
@@ -84,14 +90,14 @@ class TrainResult:
         return self.trainer.model
 
 
-def _training_rows(dataset):
+def _training_rows(dataset, tokenizer):
     """The training rows as a ``datasets.Dataset`` (a pandas DataFrame becomes one) whose missing values are None
-    (:func:`as_dataset`), checked: a ``prompt`` column whose every prompt a chat template can render
-    (:func:`check_prompts`), and at least one row."""
+    (:func:`as_dataset`), checked: a ``prompt`` column whose every prompt a chat template can render, or the installed
+    TRL takes with the row's images as text (:func:`check_prompts`, ``tokenizer`` the processor), and at least one row."""
     if is_data_frame(dataset):
         dataset = as_dataset(dataset)
     _check_dataset(dataset)
-    check_prompts(dataset)
+    check_prompts(dataset, tokenizer=tokenizer)
     return as_dataset(dataset)
 
 
@@ -303,7 +309,7 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
               resume: bool = False, dashboard: Any = True) -> TrainResult:
     """:func:`train` for a run given as one :class:`RunSettings`, whose ``heldout.data`` is a prepared dataset."""
     settings.validate(model_loaded=True, resume=resume)
-    dataset = _training_rows(dataset)
+    dataset = _training_rows(dataset, tokenizer)
     _check_trainable(model)
     if (images := image_column(dataset.column_names)) and getattr(tokenizer, "image_processor", None) is None:
         raise DatasetError(f"the rows have images (column {images!r}), and {type(tokenizer).__name__} is a text tokenizer: "
@@ -393,7 +399,7 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
     if ported.cut_prompts_to:
         cut_prompts_on_the_left(trainer, ported.cut_prompts_to)
     with (faults_reported(trainer), generate_with_tokenizer(trainer.model, tokenizer, config),
-          render_with_template_kwargs(trainer, tokenizer, template)):
+          render_with_template_kwargs(trainer, tokenizer, template), image_rewards_as_text(trainer)):
         try:
             if checkpoint is not None:
                 _restore_trained_adapter(trainer.model, checkpoint)

@@ -14,6 +14,8 @@ a model not loaded by Unsloth (the demo, ``backend="transformers"`` or ``"cpu"``
 loaders attach, and keeps an fp32 run in fp32.
 
 TRL 0.28 removed ``max_prompt_length``; :func:`cut_prompts_on_the_left` cuts a ported one where TRL cut it before.
+From TRL 0.24 on, Unsloth's trainer scores rows with images on text; :func:`image_rewards_as_text` does the same
+without it.
 """
 
 from __future__ import annotations
@@ -295,3 +297,38 @@ def cut_prompts_on_the_left(trainer, max_prompt_length: int) -> None:
         return [list(ids)[-max_prompt_length:] for ids in prompt_ids], images, multimodal_fields
 
     trainer._tokenize_prompts = tokenize_and_cut
+
+
+@contextlib.contextmanager
+def image_rewards_as_text(trainer):
+    """While training, rewards scoring rows with images get the prompts rendered and the completions decoded, as text,
+    as Unsloth's trainer hands them from TRL 0.24 on (``image_rewards_as_text`` in grpo_lite/machine/stack.py;
+    unsloth/models/rl_replacements.py, ``_calculate_rewards(inputs, prompts_text, completions_text, ...)``): the reward
+    functions of Unsloth's vision notebooks read text (``re.findall(pattern, completion)``) on every TRL, and a run
+    here scores them alike on every backend. A prompt is rendered as the trainer renders it for generation (TRL's
+    ``apply_chat_template`` with the run's ``chat_template_kwargs``), a completion decoded from its ids without special
+    tokens. Where Unsloth's trainer has done so already, or on a batch without images, nothing changes; nor before TRL
+    0.24, where a chat prompt's completions are chat messages under Unsloth too."""
+    if not stack.newer("image_rewards_as_text") or "_calculate_rewards" in vars(trainer):
+        yield
+        return
+    from trl.data_utils import apply_chat_template
+
+    calculate = trainer._calculate_rewards
+    processor = trainer.processing_class
+
+    @functools.wraps(calculate)
+    def calculate_on_text(inputs, prompts, completions, completion_ids_list):
+        if any(row.get("image") is not None or row.get("images") for row in inputs) and any(
+                not isinstance(completion, str) for completion in completions):
+            keywords = getattr(trainer, "chat_template_kwargs", None) or {}
+            prompts = [prompt if isinstance(prompt, str) else
+                       apply_chat_template({"prompt": prompt}, processor, **keywords)["prompt"] for prompt in prompts]
+            completions = processor.batch_decode(completion_ids_list, skip_special_tokens=True)
+        return calculate(inputs, prompts, completions, completion_ids_list)
+
+    trainer._calculate_rewards = calculate_on_text
+    try:
+        yield
+    finally:
+        del trainer._calculate_rewards

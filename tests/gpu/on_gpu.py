@@ -17,8 +17,9 @@ SHORT_RUN = dict(max_steps=6, num_generations=8, per_device_train_batch_size=8, 
 
 def characters_reward(completions, **kwargs):
     """Characters per completion / 1000: a random model's completions differ in it (its vocabulary's words have
-    2 to 4 letters), so each group's rewards vary and the advantages are not all zero."""
-    return [len(completion[0]["content"]) / 1000 for completion in completions]
+    2 to 4 letters), so each group's rewards vary and the advantages are not all zero. A completion is chat messages,
+    or text where the trainer hands rewards text (rows with images from TRL 0.24, as Unsloth's trainer does)."""
+    return [len(completion if isinstance(completion, str) else completion[0]["content"]) / 1000 for completion in completions]
 
 
 def run_in_fresh_interpreter(code: str, model_dir: Path, cwd: Path) -> object:
