@@ -14,6 +14,7 @@ from PIL import Image
 
 from grpo_lite import evaluate, export, generate, load_model, prepare_dataset, preview, read_metrics, show_run, train
 from grpo_lite.data.prompts import render_prompt
+from grpo_lite.machine import stack
 from grpo_lite.monitor.samples import read_samples
 from grpo_lite.monitor.views import frame_html
 
@@ -30,6 +31,11 @@ def colour_reward(completions, answer, **kwargs):
     """1 for naming the picture's colour; characters / 1000 tell a random model's completions apart."""
     texts = [c[0]["content"] if isinstance(c, list) else c for c in completions]
     return [float(a in t) + len(t) / 1000 for t, a in zip(texts, answer)]
+
+
+def text_reward(prompts, completions, **kwargs):
+    """1 where the prompt and the completion come as text, as Unsloth's vision notebooks' rewards read them."""
+    return [float(isinstance(p, str) and isinstance(c, str)) for p, c in zip(prompts, completions)]
 
 
 def colour_rows():
@@ -75,10 +81,15 @@ def test_generate_evaluate_preview_and_export_take_image_rows(family, folders, t
             torch.nn.init.normal_(p, std=0.05)
     dataset = prepare_dataset(colour_rows())
     assert len(generate(model, processor, dataset.select(range(2)), max_completion_length=4)) == 2
-    report = evaluate(model, processor, dataset, [colour_reward], max_completion_length=4)
+    report = evaluate(model, processor, dataset, [colour_reward, text_reward], max_completion_length=4)
     assert report.n == len(dataset)
-    found = preview(model, processor, dataset, [colour_reward], n_prompts=2, num_generations=2, max_completion_length=4)
+    found = preview(model, processor, dataset, [colour_reward, text_reward], n_prompts=2, num_generations=2,
+                    max_completion_length=4)
     assert len(found.groups) == 2
+    # the rewards get what training gives them: text on image rows from TRL 0.24 on (as Unsloth's trainer), else messages
+    as_text = float(stack.newer("image_rewards_as_text"))
+    assert report.mean_rewards["text_reward"] == as_text
+    assert {float(isinstance(row["completion"], str)) for row in found.rows} == {as_text}
 
     row = dataset[2]
     text = render_prompt(processor, row["prompt"])

@@ -36,7 +36,7 @@ from ..data.prepare import DatasetError, as_dataset
 from ..model.inference import Completion, sample
 from ..monitor.samples import question_of
 from ..run.settings import ConfigError
-from .scoring import pass_at_k, powers_of_two
+from .scoring import as_rewards_get, pass_at_k, powers_of_two
 
 SAMPLING = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "max_completion_length")
 ADVANTAGE = ("reward_weights", "scale_rewards", "multi_objective_aggregation")
@@ -334,11 +334,12 @@ def preview(
         completions = sample(model, tokenizer, chosen, do_sample=True, num_return_sequences=num_generations,
                              temperature=settings["temperature"], top_p=settings["top_p"], top_k=settings["top_k"],
                              min_p=settings["min_p"], repetition_penalty=settings["repetition_penalty"], **options)
+    scored = as_rewards_get(tokenizer, chosen, chat_template_kwargs)
     rows, groups = [], []
-    for g, row in enumerate(chosen):
+    for g, row in enumerate(scored):
         groups.append(list(range(len(rows), len(rows) + num_generations)))
         rows += [_lab_row(row, c) for c in completions[g * num_generations:(g + 1) * num_generations]]
-    greedy_rows = [_lab_row(row, c) for row, c in zip(chosen, sample(model, tokenizer, chosen, **options))] if greedy else []
+    greedy_rows = [_lab_row(row, c) for row, c in zip(scored, sample(model, tokenizer, chosen, **options))] if greedy else []
     return _report(rows, groups, completions, rewards, settings, greedy_rows)
 
 

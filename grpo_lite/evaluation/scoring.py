@@ -22,8 +22,10 @@ from rewards.combine import distinct_names
 from rewards.diagnoses import is_correct
 from rewards.display import RichReport
 
+from ..data.images import images_of
 from ..data.prepare import DatasetError, as_dataset
-from ..model.inference import sample
+from ..machine import stack
+from ..model.inference import prompt_texts, sample
 from ..run.settings import OPTION_RANGES, ConfigError, Heldout, declared
 from ..shapes import Declared, Whole, check
 
@@ -110,6 +112,16 @@ def _columns(rows: Sequence[dict[str, Any]], repeat: int) -> dict[str, list[Any]
     """Dataset columns as reward keywords (as TRL passes them), each value repeated once per completion."""
     names = [c for c in rows[0] if c not in ("prompt", "completion")]
     return {c: [row[c] for row in rows for _ in range(repeat)] for c in names}
+
+
+def as_rewards_get(tokenizer, rows: list[dict[str, Any]], chat_template_kwargs: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """``rows`` as training's rewards get them: from TRL 0.24 on, a row with images has its prompt rendered as text, so
+    its completions are text too, as Unsloth's trainer hands them and train() does on every backend
+    (``image_rewards_as_text`` in grpo_lite/machine/stack.py); other rows as they are."""
+    if not stack.newer("image_rewards_as_text") or not any(images_of(row) for row in rows):
+        return rows
+    texts = prompt_texts(tokenizer, rows, chat_template_kwargs)
+    return [{**row, "prompt": text} if images_of(row) else row for row, text in zip(rows, texts)]
 
 
 def score(
@@ -228,7 +240,8 @@ def evaluate(
             flat = sample(model, tokenizer, rows, do_sample=True, temperature=temperature,
                             num_return_sequences=heldout_samples, progress=label(f"{heldout_samples} samples each"), **options)
         sampled = [flat[i * heldout_samples : (i + 1) * heldout_samples] for i in range(len(rows))]
-    return score(rows, greedy, rewards, sampled=sampled, correctness=correctness, format_reward=format_reward)
+    return score(as_rewards_get(tokenizer, rows, chat_template_kwargs), greedy, rewards, sampled=sampled,
+                 correctness=correctness, format_reward=format_reward)
 
 
 def _verdict(example: dict[str, Any]) -> str:

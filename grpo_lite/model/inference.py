@@ -25,7 +25,7 @@ def text_tokenizer(processing_class):
     return getattr(processing_class, "tokenizer", processing_class)
 
 
-def _prompt_texts(tokenizer, prompts_or_rows: Sequence[Any], chat_template_kwargs: dict[str, Any] | None) -> list[str]:
+def prompt_texts(tokenizer, prompts_or_rows: Sequence[Any], chat_template_kwargs: dict[str, Any] | None) -> list[str]:
     """Chat message lists rendered as training renders them (grpo_lite.data.prompts), ready for the assistant's turn;
     strings stay as they are. A dataset row (a mapping with a ``prompt``) is rendered with its own values of the columns
     the chat template reads over ``chat_template_kwargs``, as training renders it; its images (``images_of``) go with
@@ -197,7 +197,7 @@ def sample(
     if not adapter and not vllm and not hasattr(model, "disable_adapter"):
         raise ConfigError(f"generate: adapter=False, but this {type(model).__name__} has no LoRA adapter to turn off (a merged or "
                          "fully trained model has no base model left in it)")
-    texts = _prompt_texts(tokenizer, prompts_or_messages, chat_template_kwargs)
+    texts = prompt_texts(tokenizer, prompts_or_messages, chat_template_kwargs)
     images = [images_of(item) for item in prompts_or_messages]
     if any(images) and getattr(tokenizer, "image_processor", None) is None:
         raise DatasetError(f"generate: the rows have images, and {type(tokenizer).__name__} is a text tokenizer: pass the vision "
