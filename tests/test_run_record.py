@@ -26,14 +26,16 @@ def length_reward(completions, **kwargs):
 
 # Not the default of any setting, so a setting that a shape drops shows up as a difference; but bias: with beta != 0
 # TRL's GRPOTrainer copies the LoRA config into a "ref" adapter (trl/trainer/grpo_trainer.py), and PEFT allows a bias on
-# one adapter only, so a run with a trained bias and a KL term cannot start (tests/test_models.py checks bias reaches PEFT).
-DEFAULT_HERE = {"bias"}
+# one adapter only, so a run with a trained bias and a KL term cannot start (tests/test_models.py checks bias reaches PEFT);
+# and the language layers' attention, which the target modules name: without them no layer is left to adapt.
+DEFAULT_HERE = {"bias", "finetune_language_layers", "finetune_attention_modules"}
 LOAD = dict(backend="transformers", max_seq_length=512, load_in_4bit=False, fast_inference=False, lora_rank=4,
             lora_alpha=12, target_modules=["q_proj", "v_proj"], gpu_memory_utilization=0.3, seed=11,
             lora_dropout=0.05, bias="none", use_rslora=True, init_lora_weights="gaussian", modules_to_save=["lm_head"],
             layers_to_transform=[0], layers_pattern="layers", ensure_weight_tying=True,
             chat_template="{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}assistant:",
-            from_pretrained={"attn_implementation": "eager"})
+            from_pretrained={"attn_implementation": "eager"}, finetune_vision_layers=True, finetune_language_layers=True,
+            finetune_attention_modules=True, finetune_mlp_modules=False)
 TRAIN = dict(preset="cpu-smoke", reward_weights=[2.0, 0.5], reward_timeout=45.0, heldout_n=2, heldout_samples=2,
              overrides=dict(max_steps=1, num_generations=2, per_device_train_batch_size=2, max_completion_length=6,
                             learning_rate=3e-5, beta=0.02, temperature=0.7, seed=5))
