@@ -21,22 +21,24 @@ budget="${GPU_RUN_BUDGET_S:-$([[ -n "$dry_run" ]] && echo 1200 || echo 560)}"  #
 py="${GPU_PYTHON:-python3}"
 min_part_s=20  # a part is not started with less time than this left
 
-# The plan on a GPU, in priority order. Seconds come from the GPU run of 2026-11-27 (H200, docs/benchmarks.md, "GPU:
-# plain TRL vs grpo-lite backends"): each pytest process paid about 40 s before its first test (pytest, Unsloth's import
-# and patching), so the tests share one process; the Unsloth run's tests took 167 s (preview 23, six steps 88 with
-# Unsloth's first compile, evaluate 5, export 24, resume 28), load 9.5, fp16 76; the out-of-memory test was stopped by
-# its limit before it finished (planned: a fresh interpreter's start-up, a load, an oversized batch, 2 steps).
-# The comparison's rows took: plain TRL 43, Unsloth 88 (its own compile), dynamic cache 26, Unsloth's generation 39,
-# paged 28; the compiled static cache did not finish in 34 s; bitsandbytes was not reached. What the budget leaves out
-# runs in a second call on the still-warm machine: GPU_COMPARE_ROWS=grpo_lite_bnb4,gen_dynamic,... run.sh compare.
+# The plan on a GPU, in priority order. Seconds come from the GPU runs of 2026-11-27 (H200, docs/benchmarks.md, "GPU:
+# plain TRL vs grpo-lite backends" and "The second GPU run of 2026-11-27"): each pytest process paid about 40 s before
+# its first test (pytest, Unsloth's import and patching), so the tests share one process; load took 8 s, the Unsloth
+# run's tests 147 to 167 (preview 17, six steps 76 to 88 with Unsloth's first compile, evaluate 4, export 21, resume 21),
+# fp16 76 to 83. The out-of-memory test (a fresh interpreter's start-up, a load, an oversized batch, 2 steps) was cut
+# off by the part's limit in both runs, so it now runs right after load. The comparison's rows took: plain TRL 31 to 43,
+# Unsloth 88 (its own compile), dynamic cache 26, Unsloth's generation 39, paged 28; the compiled static cache did not
+# finish in 34 s; bitsandbytes was not reached. The families took: llama-3.2 52, qwen2.5-vl through FastVisionModel 123
+# (its first step 95: Unsloth's compile). What one call leaves out runs in a second call on the still-warm machine:
+# `run.sh families compare`, or GPU_COMPARE_ROWS=grpo_lite_bnb4,gen_dynamic,... run.sh compare.
 #   part          limit planned  where the planned seconds come from
 PLAN="
-setup           60    36   unpack the kit, versions, build the 0.5B model once for every part (36 s)
-tests          420   393   start-up 40 + load 9.5 + Unsloth run 167 + fp16 76 + out of memory 100 (not measured yet)
+setup           60    36   unpack the kit, versions, build the 0.5B model once for every part (23 to 36 s)
+tests          440   380   start-up 40 + load 8 + out of memory 100 (not measured yet) + Unsloth run 150 + fp16 82
 compare        300   131   rows in order while time is left: plain TRL 43, Unsloth 88, then bitsandbytes and the engines
-families        90     0   only with time left over: the chat families, then the vision ones through FastVisionModel
+families       240     0   only with time left over: the chat families (llama-3.2 52 s), the vision ones (qwen2.5-vl 123 s)
 "
-TEST_FILES=(tests/gpu/test_gpu_load.py tests/gpu/test_gpu_train.py tests/gpu/test_gpu_t4_fp16.py tests/gpu/test_gpu_out_of_memory.py)
+TEST_FILES=(tests/gpu/test_gpu_load.py tests/gpu/test_gpu_out_of_memory.py tests/gpu/test_gpu_train.py tests/gpu/test_gpu_t4_fp16.py)
 COMPARE_ARGS=(--shape qwen2.5-0.5b --steps 2 --completion-tokens 64)
 
 mkdir -p "$out"
