@@ -12,8 +12,9 @@ from datasets import Dataset, Features, Image, List, Value
 from PIL import Image as PIL
 
 from grpo_lite.data.prepare import check_prompts, prepare_dataset, prompt_lengths
-from grpo_lite.data.prompts import DatasetError, fold_system, render_prompt, text_messages
+from grpo_lite.data.prompts import DatasetError, fold_system, prompt_token_ids, render_prompt, text_messages
 from grpo_lite.machine import stack
+from grpo_lite.model.inference import generate
 from grpo_lite.model.tiny import build_tokenizer
 
 # A Qwen2-VL-shaped chat template: one <|image_pad|> per image part, which the processor expands per patch group.
@@ -208,11 +209,15 @@ def test_prompt_lengths_count_the_image_tokens_the_processor_makes_of_each_rows_
     assert len(kept) == 1 and kept[0]["image"].size == (56, 56)
 
 
-def test_images_with_a_text_tokenizer_are_refused_before_anything_renders_them(tiny_model):
-    _, tokenizer = tiny_model
-    with pytest.raises(DatasetError, match=r"the rows have images \(column 'image'\), and the tokenizer given is a text "
-                                           r"tokenizer: pass the vision model's processor"):
+def test_images_with_a_text_tokenizer_are_refused_in_one_message_wherever_they_arrive(tiny_model):
+    model, tokenizer = tiny_model
+    fix = r"is a text tokenizer: pass the vision model's processor \(transformers.AutoProcessor\), as load_model returns it"
+    with pytest.raises(DatasetError, match=r"^the rows have images \(column 'image'\), and \w+ " + fix):
         prepare_dataset(rows(png()), tokenizer=tokenizer)
+    with pytest.raises(DatasetError, match=r"^the prompt has 1 image\(s\), and \w+ " + fix):
+        prompt_token_ids(tokenizer, [{"role": "user", "content": "What colour?"}], images=[PIL.new("RGB", (8, 8))])
+    with pytest.raises(DatasetError, match=r"^generate: the rows have images, and \w+ " + fix):
+        generate(model, tokenizer, [{"prompt": [{"role": "user", "content": "What colour?"}], "image": PIL.new("RGB", (8, 8))}])
 
 
 def test_a_system_prompt_is_kept_or_folded_before_the_images_as_the_processors_template_takes_it(processor):

@@ -201,7 +201,7 @@ def test_rows_with_images_and_a_text_tokenizer_are_refused_before_the_run(tiny_m
     Image.new("RGB", (8, 8)).save(tmp_path / "cat.png")  # an image that reads: rows with images are checked first
     dataset = _dataset(tokenizer).add_column("image", [str(tmp_path / "cat.png")] * 5)
     with pytest.raises(DatasetError, match=r"^the rows have images \(column 'image'\), and \w+ is a text tokenizer: pass "
-                                           r"the vision model's processor, as load_model returns it with the model$"):
+                                           r"the vision model's processor \(transformers.AutoProcessor\), as load_model returns it with the model"):
         train(model, tokenizer, dataset, [length_reward], preset="cpu-smoke", output_dir=tmp_path / "run",
               dashboard=False, max_steps=1, max_prompt_length=8)
     assert not (tmp_path / "run").exists()  # refused before the run was written, let alone trained

@@ -42,7 +42,18 @@ from ..log import logger
 from ..machine import stack
 from ..shapes import AnyOf, Declared, Flag, Kind, Shape, Text, Whole, check, optional
 from .images import IMAGE_COLUMNS, read_images, undecoded
-from .prompts import DatasetError, content_text, ends_in_prefill, fit_dataset, image_count, is_chat, prompt_token_ids, row_template_kwargs, text_messages
+from .prompts import (
+    DatasetError,
+    check_processor_for_images,
+    content_text,
+    ends_in_prefill,
+    fit_dataset,
+    image_count,
+    is_chat,
+    prompt_token_ids,
+    row_template_kwargs,
+    text_messages,
+)
 
 REASONING_SYSTEM_PROMPT = (
     "Respond in the following format:\n"
@@ -587,10 +598,8 @@ def prepare_dataset(
         if max_prompt_tokens is not None:
             raise DatasetError("max_prompt_tokens needs a tokenizer: pass tokenizer=... to measure prompt lengths")
         return prepared
-    if images and getattr(tokenizer, "image_processor", None) is None:
-        raise DatasetError(f"the rows have images (column {image_column!r}), and the tokenizer given is a text tokenizer: pass "
-                           "the vision model's processor (transformers.AutoProcessor) as tokenizer=, to render the image "
-                           "placeholders and count the tokens each image becomes")
+    if images:
+        check_processor_for_images(tokenizer, f"the rows have images (column {image_column!r})")
     prepared = fit_dataset(prepared, tokenizer, chat_template_kwargs, fold_system_prompt=fold_system_prompt)
     lengths = prompt_lengths(prepared, tokenizer, chat_template_kwargs)
     logger.info(describe_lengths(lengths))

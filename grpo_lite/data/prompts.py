@@ -429,6 +429,20 @@ def render_prompt(tokenizer, prompt: str | Sequence[Mapping[str, Any]], chat_tem
                            f"{[m.get('role') for m in messages]} turns; give each prompt the turns the template takes") from None
 
 
+def is_processor(tokenizer) -> bool:
+    """Whether ``tokenizer`` is a vision model's processor (it has an ``image_processor``), not a text tokenizer."""
+    return getattr(tokenizer, "image_processor", None) is not None
+
+
+def check_processor_for_images(tokenizer, which_images: str) -> None:
+    """Refuse images beside a text tokenizer: only a vision model's processor renders each image's placeholder and
+    counts the tokens it becomes. ``which_images`` names them for the message ("the rows have images (column 'image')")."""
+    if not is_processor(tokenizer):
+        raise DatasetError(f"{which_images}, and {type(tokenizer).__name__} is a text tokenizer: pass the vision model's "
+                           "processor (transformers.AutoProcessor), as load_model returns it with the model, to render each "
+                           "image's placeholder and count the tokens it becomes")
+
+
 def prompt_token_ids(tokenizer, prompt: str | Sequence[Mapping[str, Any]], chat_template_kwargs: Mapping[str, Any] | None = None,
                      *, fold_system_prompt: bool = True, images: Sequence[Any] = ()) -> list[int]:
     """The token ids of :func:`render_prompt`'s text, as TRL tokenizes a rendered chat (no special tokens added: the
@@ -436,10 +450,9 @@ def prompt_token_ids(tokenizer, prompt: str | Sequence[Mapping[str, Any]], chat_
     and the row's ``images`` then go through it together, as TRL gives them, so each image counts the tokens the
     processor makes of it (Qwen2-VL's one ``<|image_pad|>`` becomes one per patch group of that image)."""
     text = render_prompt(tokenizer, prompt, chat_template_kwargs, fold_system_prompt=fold_system_prompt)
-    if getattr(tokenizer, "image_processor", None) is None:
-        if images:
-            raise DatasetError(f"the prompt has {len(images)} image(s), and {_name(tokenizer)} is a text tokenizer: give the "
-                               "vision model's processor (transformers.AutoProcessor) to count its image tokens")
+    if images:
+        check_processor_for_images(tokenizer, f"the prompt has {len(images)} image(s)")
+    if not is_processor(tokenizer):
         return tokenizer(text, add_special_tokens=False)["input_ids"]
     ids = tokenizer(text=[text], images=list(images) or None, add_special_tokens=False)["input_ids"][0]
     return [int(i) for i in ids]

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from ..data.images import images_of
-from ..data.prompts import DatasetError, is_chat, render_prompt, row_settings, template_kwargs
+from ..data.prompts import DatasetError, check_processor_for_images, is_chat, render_prompt, row_settings, template_kwargs
 from ..machine import stack
 from ..run.settings import ConfigError
 
@@ -199,9 +199,8 @@ def sample(
                          "fully trained model has no base model left in it)")
     texts = prompt_texts(tokenizer, prompts_or_messages, chat_template_kwargs)
     images = [images_of(item) for item in prompts_or_messages]
-    if any(images) and getattr(tokenizer, "image_processor", None) is None:
-        raise DatasetError(f"generate: the rows have images, and {type(tokenizer).__name__} is a text tokenizer: pass the vision "
-                           "model's processor, as load_model returns it")
+    if any(images):
+        check_processor_for_images(tokenizer, "generate: the rows have images")
     options = dict(max_completion_length=max_completion_length, do_sample=do_sample, num_return_sequences=num_return_sequences,
                    temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p, repetition_penalty=repetition_penalty,
                    seed=seed, adapter=adapter, progress=progress)

@@ -42,7 +42,7 @@ from rewards.combine import distinct_names, name_clashes
 from rewards.extract import is_data_frame
 
 from ..data.prepare import DatasetError, as_dataset, check_prompts, image_column, prompt_lengths
-from ..data.prompts import describe_row_settings, fit_dataset, remember_template_kwargs
+from ..data.prompts import check_processor_for_images, describe_row_settings, fit_dataset, remember_template_kwargs
 from ..guards.faults import faults_reported
 from ..guards.nan import NaNStop
 from ..guards.reward_calls import GuardedReward, RewardFailureStop, guard, unlimited
@@ -311,9 +311,8 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
     settings.validate(model_loaded=True, resume=resume)
     dataset = _training_rows(dataset, tokenizer)
     _check_trainable(model)
-    if (images := image_column(dataset.column_names)) and getattr(tokenizer, "image_processor", None) is None:
-        raise DatasetError(f"the rows have images (column {images!r}), and {type(tokenizer).__name__} is a text tokenizer: "
-                           "pass the vision model's processor, as load_model returns it with the model")
+    if images := image_column(dataset.column_names):
+        check_processor_for_images(tokenizer, f"the rows have images (column {images!r})")
     if settings.output_dir is None:
         output_dir = fresh_run_dir(run_name(settings.model))
         say_fresh_run_dir(output_dir)
