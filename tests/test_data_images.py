@@ -262,3 +262,23 @@ def test_a_prepared_row_tokenizes_through_trls_own_image_path_to_the_length_coun
             prompt = prepare_multimodal_messages(row["prompt"], images=[row["image"]])
             ids = processor.apply_chat_template(prompt, add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"][0]
         assert len(ids) == length
+
+
+def test_a_run_yaml_takes_the_image_options_and_names_a_bad_image_before_the_model_loads(tmp_path):
+    from grpo_lite.launch.recipe import read_recipe
+    from grpo_lite.run.settings import ConfigError
+
+    (tmp_path / "pics").mkdir()
+    (tmp_path / "pics" / "a.png").write_bytes(png((20, 10), mode="RGBA"))
+    data = tmp_path / "rows.jsonl"
+    lines = [{"question": "What colour?", "answer": "red", "picture": "pics/a.png"}] * 2
+    data.write_text("\n".join(json.dumps(row) for row in lines))
+    recipe = tmp_path / "run.yaml"
+    recipe.write_text(f"model: tiny\nrewards: [exact_match_reward]\npreset: cpu-smoke\ndataset: {{path: {data}, image_column: picture, "
+                      "image_resize: [8, 4], image_convert: RGB}\n")
+    settings = read_recipe(recipe)
+    settings.validate()
+    assert settings.dataset["image_resize"] == [8, 4] and settings.dataset["image_convert"] == "RGB"
+    data.write_text("\n".join(json.dumps(row) for row in [*lines, {**lines[0], "picture": "pics/gone.png"}]))
+    with pytest.raises(ConfigError, match=r"rows.jsonl, line 3, column 'picture': image file .*gone.png' does not exist"):
+        read_recipe(recipe).validate()

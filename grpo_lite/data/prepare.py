@@ -74,10 +74,7 @@ DATA_KEYS: dict[str, Shape] = {
     "max_prompt_tokens": Declared(optional(Whole(low=1)), "give the longest prompt in tokens (e.g. 256), or null/None for "
                                   "no limit"),
     "on_long_prompt": Text(among=("drop", "error")),
-}
-# prepare_dataset's image options (a run YAML's data sections do not take them yet); image_resize's pair and
-# image_convert's modes are checked where they are read (grpo_lite.data.images).
-IMAGE_KEYS: dict[str, Shape] = {
+    # image_resize's pair and image_convert's modes are checked where they are read (grpo_lite.data.images)
     "image_column": Declared(optional(Text()), "name the column holding each row's image(s), \"auto\" for a column "
                              "named images or image, or None for none"),
     "image_resize": Declared(optional(AnyOf((Whole(low=1), Kind((list, tuple), said="(width, height)")))),
@@ -531,7 +528,7 @@ def prepare_dataset(
     """
     check(dict(question=question, answer=answer, system_prompt=system_prompt, max_prompt_tokens=max_prompt_tokens,
                on_long_prompt=on_long_prompt, image_column=image_column, image_resize=image_resize,
-               image_convert=image_convert), {**DATA_KEYS, **IMAGE_KEYS}, DatasetError, "prepare_dataset")
+               image_convert=image_convert), DATA_KEYS, DatasetError, "prepare_dataset")
     source = load_rows(rows_or_dataset)
     is_list = isinstance(source, list)
     columns = list(dict.fromkeys(key for row in source for key in row)) if is_list else source.column_names
