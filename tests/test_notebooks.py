@@ -77,8 +77,8 @@ def assert_dashboard_shows_a_sample_image(notebook, run_folder: Path):
     from grpo_lite.monitor.samples import read_samples
 
     cell = next(c for c in notebook.cells if c.cell_type == "code" and "result = train(" in c.source)
-    pages = [o.data["text/html"] for o in cell.outputs if o.output_type in ("display_data", "update_display_data")
-             and "text/html" in o.get("data", {})]
+    # the dashboard is one display_data output (IPython's display handle); nbclient writes each update into it
+    pages = [o.data["text/html"] for o in cell.outputs if o.output_type == "display_data" and "text/html" in o.data]
     shown = [base64.b64decode(png) for page in pages for png in THUMBNAIL.findall(page)]
     assert shown, f"no thumbnail in the training cell's saved outputs: {json.dumps(cell.outputs)[:2000]}"
     sampled = {(run_folder / name).read_bytes() for row in read_samples(run_folder) for name in row["images"]}
