@@ -1,19 +1,31 @@
 """The notebooks run as written: each executes top to bottom under a real Jupyter kernel in smoke mode."""
 
+import base64
+import io
 import json
 import os
+import re
 from pathlib import Path
 
 import nbformat
 import pytest
+from families import has_torchvision
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 IDS = [path.name for path in NOTEBOOKS]
+VISION_NOTEBOOK = "07_vision_grpo.ipynb"
+# The vision notebook's processor needs torchvision, which imports only beside torch's CUDA build: .ci/run runs it in
+# .venv-vision with the tests marked cuda_build (docs/stacks.md, "torchvision")
+NEEDS_TORCHVISION = [pytest.mark.cuda_build, pytest.mark.skipif(not has_torchvision(), reason="the vision notebook's "
+                                                                 "processor needs torchvision (docs/stacks.md, 'torchvision')")]
+SMOKE_RUNS = [pytest.param(path, id=path.name, marks=NEEDS_TORCHVISION if path.name == VISION_NOTEBOOK else ())
+              for path in NOTEBOOKS]
+THUMBNAIL = re.compile(r'<img class="grpo-lite-thumbnail"[^>]*src="data:image/png;base64,([A-Za-z0-9+/=]+)"')
 
 
 def test_there_is_a_notebook_per_workflow():
-    assert [p.name[:2] for p in NOTEBOOKS] == ["01", "02", "03", "04", "05", "06"], IDS
+    assert [p.name[:2] for p in NOTEBOOKS] == ["01", "02", "03", "04", "05", "06", "07"], IDS
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
@@ -37,7 +49,7 @@ def test_notebook_is_stripped_and_opens_with_badge_parameters_and_install(path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+@pytest.mark.parametrize("path", SMOKE_RUNS)
 def test_notebook_runs_in_smoke_mode(path, tmp_path, monkeypatch):
     from nbclient import NotebookClient
 
@@ -53,3 +65,24 @@ def test_notebook_runs_in_smoke_mode(path, tmp_path, monkeypatch):
     errors = [o for c in notebook.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors, json.dumps(errors)[:2000]
     assert os.listdir(tmp_path), "the notebook should leave its outputs in its working directory"
+    if path.name == VISION_NOTEBOOK:
+        assert_dashboard_shows_a_sample_image(notebook, tmp_path / "outputs" / "vision-grpo" / "run")
+
+
+def assert_dashboard_shows_a_sample_image(notebook, run_folder: Path):
+    """The training cell's saved output (the dashboard's display, as its last update left it) holds thumbnails, each
+    the PNG of an image the run's samples.jsonl names: one of the notebook's one-colour squares."""
+    from PIL import Image
+
+    from grpo_lite.monitor.samples import read_samples
+
+    cell = next(c for c in notebook.cells if c.cell_type == "code" and "result = train(" in c.source)
+    # the dashboard is one display_data output (IPython's display handle); nbclient writes each update into it
+    pages = [o.data["text/html"] for o in cell.outputs if o.output_type == "display_data" and "text/html" in o.data]
+    shown = [base64.b64decode(png) for page in pages for png in THUMBNAIL.findall(page)]
+    assert shown, f"no thumbnail in the training cell's saved outputs: {json.dumps(cell.outputs)[:2000]}"
+    sampled = {(run_folder / name).read_bytes() for row in read_samples(run_folder) for name in row["images"]}
+    assert sampled and all(png in sampled for png in shown), "a thumbnail that is no image of the run's samples"
+    for png in shown:
+        colours = Image.open(io.BytesIO(png)).convert("RGB").getcolors()
+        assert colours is not None and len(colours) == 1 and colours[0][1] in {(255, 0, 0), (0, 128, 0), (0, 0, 255), (255, 255, 0)}

@@ -69,6 +69,22 @@ def test_a_tiny_vision_model_renders_one_image_and_runs_forward(family, folders)
 
 @needs_torchvision
 @FAMILY
+def test_without_a_chat_template_a_vision_family_gets_chatml_that_writes_its_image_tokens(family, tmp_path):
+    """Smoke-mode notebooks build one with no template of their own: each image part must reach the processor."""
+    from PIL import Image
+    from transformers import AutoProcessor
+
+    from grpo_lite.model.tiny import build_tiny_model
+
+    processor = AutoProcessor.from_pretrained(build_tiny_model(tmp_path, family=family.family))
+    text = processor.apply_chat_template(_prompt(), add_generation_prompt=True, tokenize=False)
+    assert text.endswith("<|im_start|>assistant\n") and "What is 2 + 2?" in text
+    inputs = processor(text=[text], images=[Image.new("RGB", (56, 56), "red")], return_tensors="pt")
+    assert inputs["input_ids"][0].tolist().count(image_token_of(processor, family)) == 4
+
+
+@needs_torchvision
+@FAMILY
 def test_load_model_puts_lora_on_the_language_layers_unless_asked(family, folders, caplog):
     from transformers import ProcessorMixin
 

@@ -60,6 +60,7 @@ class Vision:
     named_tokens: dict[str, str] = field(default_factory=dict)
     tokenizer_class: str | None = None  # where the family's processor accepts only its own tokenizer class
     text_width: str | None = None  # the vision config's key for the width it hands the text model, where it has one
+    image_marker: str = "<|vision_start|><|image_pad|><|vision_end|>"  # what a chat template writes for one image
 
 
 @dataclass(frozen=True)
@@ -144,7 +145,8 @@ FAMILIES = {
                                  {"image_processor_type": "Gemma3ImageProcessor", "size": {"height": 56, "width": 56},
                                   "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5], "do_pan_and_scan": False},
                                  {"processor_class": "Gemma3Processor", "image_seq_length": 4},
-                                 options={"mm_tokens_per_image": 4}, named_tokens=GEMMA_3_IMAGE_TOKENS)),
+                                 options={"mm_tokens_per_image": 4}, named_tokens=GEMMA_3_IMAGE_TOKENS,
+                                 image_marker="<start_of_image>")),
 }
 
 
@@ -209,6 +211,23 @@ def _words():
             yield "".join(letters)
 
 
+def chatml_with_images(image_marker: str) -> str:
+    """ChatML that also reads a message's content as a list of parts, writing ``image_marker`` for each image part
+    (the text a vision family's processor expands into the image's tokens), as vision-language templates do."""
+    return (
+        "{% for message in messages %}"
+        "{{ '<|im_start|>' + message['role'] + '\n' }}"
+        "{% if message['content'] is string %}{{ message['content'] }}"
+        "{% else %}{% for part in message['content'] %}"
+        "{% if part['type'] == 'image' %}{{ '" + image_marker + "' }}"
+        "{% elif part['type'] == 'text' %}{{ part['text'] }}{% endif %}"
+        "{% endfor %}{% endif %}"
+        "{{ '<|im_end|>' + '\n' }}"
+        "{% endfor %}"
+        "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+    )
+
+
 def build_tiny_model(
     path: str | Path,
     *,
@@ -225,7 +244,8 @@ def build_tiny_model(
     max_position_embeddings: int = 2048,
 ) -> Path:
     """Write a random-weight model of ``family`` (:data:`FAMILIES`; a Qwen2 by default) plus tokenizer to ``path`` and
-    return the folder. ``chat_template`` is the tokenizer's (default: ChatML): give a family its own.
+    return the folder. ``chat_template`` is the tokenizer's (default: ChatML, writing a vision family's image tokens for
+    each image part of a message): give a family its own.
 
     ``like`` names a model the memory planner knows (``"qwen2.5-0.5b"``, ``"qwen2.5-1.5b"``, ...; see
     :data:`grpo_lite.machine.planner.KNOWN_MODELS`): its shape and vocabulary size replace the size arguments.
@@ -258,6 +278,8 @@ def build_tiny_model(
     tokenizer = build_tokenizer(vocab_size, family=family)
     if chat_template is not None:
         tokenizer.chat_template = chat_template
+    elif kind.vision is not None:
+        tokenizer.chat_template = chatml_with_images(kind.vision.image_marker)
     text = dict(
         vocab_size=len(tokenizer),
         hidden_size=hidden_size,
