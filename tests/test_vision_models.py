@@ -200,7 +200,7 @@ def test_a_vision_model_trains_its_lora_over_4bit_weights_on_the_cpu(folders):
 @FAMILY
 def test_the_planner_counts_the_vision_tower_with_the_language_model(family, folders):
     """plan() weighs a vision-language model whole: the language model's shape from its text config, and the vision tower
-    with its projector counted on a model built on the meta device (grpo_lite.machine.planner, _vision_params)."""
+    with its projector counted on a model built on the meta device (grpo_lite.machine.planner, _vision_tower)."""
     from transformers import AutoModelForImageTextToText
 
     from grpo_lite.machine.planner import model_shape

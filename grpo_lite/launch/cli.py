@@ -78,7 +78,8 @@ def _plan(args) -> int:
 
     gpu = float(args.gpu) if args.gpu.replace(".", "", 1).isdigit() else args.gpu
     result = plan(args.model, gpu, args.num_generations, args.max_prompt_tokens, args.max_completion_length,
-                  args.lora_rank, not args.no_4bit, gpu_memory_utilization=args.gpu_memory_utilization)
+                  args.lora_rank, not args.no_4bit, gpu_memory_utilization=args.gpu_memory_utilization,
+                  image_tokens=args.image_tokens)
     Console().print(result)
     return 0 if result.fits else 1
 
@@ -157,6 +158,8 @@ def build_parser() -> argparse.ArgumentParser:
     memory.add_argument("--gpu", default="T4", help="GPU name (T4, L4, A100, ...) or memory in GB")
     memory.add_argument("--num-generations", type=int, default=8)
     memory.add_argument("--max-prompt-tokens", type=int, default=256)
+    memory.add_argument("--image-tokens", type=int, default=0,
+                        help="of the prompt's tokens, those its images make (a vision-language model's processor counts them)")
     memory.add_argument("--max-completion-length", type=int, default=512)
     memory.add_argument("--lora-rank", type=int, default=16)
     memory.add_argument("--no-4bit", action="store_true", help="16-bit base weights instead of 4-bit")

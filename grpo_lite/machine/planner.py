@@ -8,7 +8,9 @@ The peak of one GRPO step on one GPU is the sum of:
   lora         LoRA weights, their gradients and two AdamW moments, all fp32 (16 bytes per parameter)
   activations  with gradient checkpointing: each layer's input kept, plus one layer recomputed in full and its
                backward (the step's peak); through PEFT, each LoRA layer also keeps its input cast to the adapters'
-               fp32 and back to 16-bit (peft/tuners/lora/layer.py, ``_cast_input_dtype``, then autocast)
+               fp32 and back to 16-bit (peft/tuners/lora/layer.py, ``_cast_input_dtype``, then autocast); a
+               vision-language model's vision tower is checkpointed too, over every completion's copy of its images
+               (``image_tokens`` of the prompt, each of ``patches_per_image_token`` patches)
   kv_cache     generation's key/value cache for num_generations sequences (or the vLLM pool when set)
   logits       per-token log-probs: on a GPU, TRL 1.15 projects through the LM head in tiles of
                4096 tokens x 32768 vocabulary entries and never holds the full logits
@@ -86,6 +88,7 @@ PLAN_ARGUMENTS = {
     "overhead_gb": Declared(Number(low=0), "give the GB CUDA itself takes, 0 or more"),
     "backend": Text(among=PLANNED_BACKENDS),
     "logits": Text(among=LOGITS),
+    "image_tokens": Declared(Whole(low=0), "give the tokens a prompt's images make, 0 for none"),
 }
 
 
@@ -102,6 +105,10 @@ class ModelShape:
     vocab: int
     tied: bool
     vision_params: int = 0  # a vision-language model's vision tower and projector
+    vision_width: int = 0  # the vision tower's hidden size
+    vision_intermediate: int = 0  # its MLP's width
+    vision_layers: int = 0
+    patches_per_image_token: float = 0.0  # Qwen-VL merges 2x2 patches into one token; Gemma 3 pools 16
 
     @property
     def linear_params_per_layer(self) -> int:
@@ -141,7 +148,7 @@ def model_shape(model_name_or_config: Any) -> ModelShape:
         from transformers import AutoConfig
 
         config = AutoConfig.from_pretrained(config)
-    vision_params = _vision_params(config)
+    vision = _vision_tower(config)
     config = getattr(config, "get_text_config", lambda: config)()
     heads = config.num_attention_heads
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
@@ -154,24 +161,33 @@ def model_shape(model_name_or_config: Any) -> ModelShape:
         intermediate=config.intermediate_size,
         vocab=config.vocab_size,
         tied=bool(getattr(config, "tie_word_embeddings", False)),
-        vision_params=vision_params,
+        **vision,
     )
 
 
 _VISION_TOWER = re.compile(r"(^|\.)(visual|vision_tower|vision_model|multi_modal_projector)\.")  # Qwen-VL, Gemma 3, ...
 
 
-def _vision_params(config) -> int:
-    """The parameters of the vision tower and its projector that ``config`` (a vision-language model's: it has a
-    ``vision_config``) describes, counted on a model built on the meta device (no memory); 0 for a text model."""
-    if getattr(config, "vision_config", None) is None:
-        return 0
+def _vision_tower(config) -> dict[str, Any]:
+    """The :class:`ModelShape` fields of the vision tower that ``config`` (a vision-language model's: it has a
+    ``vision_config``) describes, none for a text model. Its parameters, with its projector's, are counted on a model
+    built on the meta device (no memory); its width and depth are read where Qwen-VL (``embed_dim``: Qwen2-VL's
+    ``hidden_size`` is the text model's width, ``depth``) and SigLIP (Gemma 3) keep them."""
+    vision = getattr(config, "vision_config", None)
+    if vision is None:
+        return {}
     import torch
     from transformers import AutoModelForImageTextToText
 
     with torch.device("meta"):
         model = AutoModelForImageTextToText.from_config(config)
-    return sum(p.numel() for name, p in model.named_parameters() if _VISION_TOWER.search(name))
+    merge = getattr(vision, "spatial_merge_size", None)
+    per_token = merge**2 if merge else (vision.image_size // vision.patch_size) ** 2 / config.mm_tokens_per_image
+    return {"vision_params": sum(p.numel() for name, p in model.named_parameters() if _VISION_TOWER.search(name)),
+            "vision_width": getattr(vision, "embed_dim", None) or vision.hidden_size,
+            "vision_intermediate": getattr(vision, "intermediate_size", None) or int(vision.embed_dim * vision.mlp_ratio),
+            "vision_layers": getattr(vision, "depth", None) or vision.num_hidden_layers,
+            "patches_per_image_token": per_token}
 
 
 def _memory_gb(gpu: str | float) -> float:
@@ -191,6 +207,7 @@ class RunShape:
     max_completion_length: int
     lora_rank: int
     load_in_4bit: bool
+    image_tokens: int = 0  # of max_prompt_tokens, the tokens a prompt's images make
 
 
 def estimate(shape: ModelShape, run: RunShape, *, weight_bytes: float = 2.0, gpu_memory_utilization: float | None = None,
@@ -210,6 +227,13 @@ def estimate(shape: ModelShape, run: RunShape, *, weight_bytes: float = 2.0, gpu
     kept_inputs = shape.layers * tokens * shape.hidden * act_bytes
     per_hidden, per_mlp = RECOMPUTED_LAYER[backend]
     one_layer = tokens * (per_hidden * shape.hidden + per_mlp * shape.intermediate + 2 * shape.heads * length) * act_bytes
+    # A vision tower runs over each completion's copy of its prompt's images. TRL has transformers make every input
+    # embedding's output require grad (enable_input_require_grads, for PEFT under gradient checkpointing): the vision
+    # tower's patch embedding is one, so its blocks are checkpointed as the language layers are, each block's input kept
+    # for the backward and one block recomputed in it, counted as a language layer (its frozen weights keep no LoRA copies).
+    patches = sequences * run.image_tokens * shape.patches_per_image_token
+    kept_inputs += shape.vision_layers * patches * shape.vision_width * act_bytes
+    one_block = patches * (per_hidden * shape.vision_width + per_mlp * shape.vision_intermediate) * act_bytes
     kv_cache = 2 * shape.layers * shape.kv_heads * shape.head_dim * tokens * act_bytes
     if gpu_memory_utilization is not None and memory_gb is not None:
         kv_cache = max(kv_cache, gpu_memory_utilization * memory_gb * GB - weights)
@@ -222,7 +246,7 @@ def estimate(shape: ModelShape, run: RunShape, *, weight_bytes: float = 2.0, gpu
     return {
         "weights": weights / GB,
         "lora": 16 * shape.lora_params(run.lora_rank) / GB,
-        "activations": (kept_inputs + one_layer) / GB,
+        "activations": (kept_inputs + max(one_layer, one_block)) / GB,
         "kv_cache": kv_cache / GB,
         "logits": logits_bytes / GB,
         "overhead": overhead_gb,
@@ -301,6 +325,7 @@ def plan(
     overhead_gb: float = CUDA_OVERHEAD_GB,
     backend: str = "unsloth",
     logits: str = "chunked",
+    image_tokens: int = 0,
 ) -> MemoryPlan:
     """Estimate the peak memory of a GRPO run and, when it does not fit, the nearest config that does.
 
@@ -312,23 +337,25 @@ def plan(
     (Unsloth ``fast_inference``). ``weight_bytes``: 2 for 16-bit, 4 for the CPU backend's fp32.
     ``backend``: ``"unsloth"`` or ``"transformers"`` (bitsandbytes 4-bit upcasts the unquantized weights).
     ``logits``: ``"chunked"`` (TRL's GPU kernel) or ``"full"`` (the CPU stand-in).
+    ``image_tokens``: of ``max_prompt_tokens``, those a vision-language model's prompt gives its images (the processor's
+    count: 256 for a 448-pixel square through Qwen2.5-VL); its vision tower's activations grow with them.
     The suggestion lowers num_generations (not below 2), max_completion_length (not below 128), lora_rank
     (not below 4) or turns on 4-bit, making as few halvings as it can.
     """
     check(dict(gpu=gpu, num_generations=num_generations, max_prompt_tokens=max_prompt_tokens,
                max_completion_length=max_completion_length, lora_rank=lora_rank, load_in_4bit=load_in_4bit,
                gpu_memory_utilization=gpu_memory_utilization, weight_bytes=weight_bytes, overhead_gb=overhead_gb,
-               backend=backend, logits=logits), PLAN_ARGUMENTS, PlanError, "plan")
+               backend=backend, logits=logits, image_tokens=image_tokens), PLAN_ARGUMENTS, PlanError, "plan")
     shape = model_shape(model_name_or_config)
     memory_gb = _memory_gb(gpu)
-    run = RunShape(num_generations, max_prompt_tokens, max_completion_length, lora_rank, load_in_4bit)
+    run = RunShape(num_generations, max_prompt_tokens, max_completion_length, lora_rank, load_in_4bit, image_tokens)
     options = dict(weight_bytes=weight_bytes, gpu_memory_utilization=gpu_memory_utilization, memory_gb=memory_gb,
                    overhead_gb=overhead_gb, backend=backend, logits=logits)
     result = MemoryPlan(run, memory_gb, estimate(shape, run, **options))
     if result.fits:
         return result
     candidates = [
-        RunShape(g, max_prompt_tokens, c, r, q)
+        RunShape(g, max_prompt_tokens, c, r, q, image_tokens)
         for g, c, r, q in itertools.product(
             _halvings(num_generations, 2), _halvings(max_completion_length, 128), _halvings(lora_rank, 4),
             sorted({load_in_4bit, True}),

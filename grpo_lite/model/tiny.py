@@ -323,7 +323,7 @@ def build_tiny_model(
         model.save_pretrained(scratch)
         save_tokenizer(tokenizer, scratch)
         if kind.vision is not None:
-            _save_processor(kind.vision, tokenizer.chat_template, scratch)
+            save_processor(kind.vision, tokenizer.chat_template, scratch)
         (scratch / "grpo_lite_tiny.json").write_text(json.dumps({"seed": seed, "kind": "random", "family": family}) + "\n")
         for file in sorted(scratch.iterdir(), key=lambda f: f.name == "config.json"):  # config.json last
             os.replace(file, path / file.name)
@@ -332,7 +332,7 @@ def build_tiny_model(
     return path
 
 
-def _save_processor(vision: Vision, chat_template: str, folder: Path) -> None:
+def save_processor(vision: Vision, chat_template: str, folder: Path) -> None:
     """Write the files ``AutoProcessor`` reads beside the tokenizer's, as a family's checkpoint ships them: the image
     processor's settings, the processor's own, its chat template (``chat_template.json``, which transformers 4 and 5 both
     read), and the tokenizer's class and named image tokens where the family's processor reads them."""
