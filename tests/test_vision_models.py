@@ -212,3 +212,28 @@ def test_the_planner_counts_the_vision_tower_with_the_language_model(family, fol
     assert shape.vision_params == vision > 0
     planned = shape.layers * shape.linear_params_per_layer + shape.embedding_params + shape.vision_params
     assert 0.99 < planned / sum(p.numel() for p in model.parameters()) <= 1.0  # all but the norms
+
+
+@needs_torchvision
+@FAMILY
+def test_the_out_of_memory_planner_sees_the_image_tokens_of_the_longest_prompt(family, folders):
+    """When a run runs out of memory, the planner is given the run as it was (grpo_lite.guards.out_of_memory): for image
+    rows, the image tokens among the longest prompt's, which its vision tower runs over."""
+    from types import SimpleNamespace
+
+    from PIL import Image
+    from transformers import AutoProcessor
+
+    from grpo_lite import prepare_dataset
+    from grpo_lite.guards.out_of_memory import _longest_prompt
+
+    processor = AutoProcessor.from_pretrained(folders[family.name])
+    rows = [{"question": "What colour?", "answer": "red", "image": Image.new("RGB", (56, 56), "red")},
+            {"question": "What colour is the square in the middle of this picture?", "answer": "blue",
+             "image": Image.new("RGB", (112, 56), "blue")}]
+    dataset = prepare_dataset(rows, tokenizer=processor)
+    longest, image_tokens = _longest_prompt(SimpleNamespace(train_dataset=dataset, processing_class=processor))
+    # 56 pixels a side: 4 tokens (every family here pools 14-pixel patches 2x2); Qwen-VL gives the wider image 8,
+    # Gemma 3 resizes every image to its one square
+    assert image_tokens == (4 if family.name == "gemma-3-vision" else 8)
+    assert longest > image_tokens

@@ -679,11 +679,27 @@ def prompt_lengths(dataset, tokenizer, chat_template_kwargs: dict[str, Any] | No
     """Token count of each row's prompt as training renders it (grpo_lite.data.prompts), generation prompt included, with
     the row's own values of the columns the chat template reads. ``tokenizer`` may be a vision model's processor: a row's
     images (its ``images`` or ``image`` column, as TRL reads them) then count the tokens the processor makes of them."""
+    return [len(ids) for ids in _prompt_ids(dataset, tokenizer, chat_template_kwargs)]
+
+
+def image_token_counts(dataset, tokenizer, chat_template_kwargs: dict[str, Any] | None = None) -> list[int]:
+    """Of each row's prompt tokens (:func:`prompt_lengths`), those its images make: the processor's image token, which it
+    repeats for each image (once per merged patch group in Qwen-VL, ``mm_tokens_per_image`` times in Gemma 3). All 0 for
+    a text tokenizer."""
+    # the text tokenizer's own image token first: Gemma 3's processor names <start_of_image> its image token, which the
+    # processor expands into <start_of_image>, mm_tokens_per_image soft tokens and <end_of_image>
+    token = getattr(getattr(tokenizer, "tokenizer", None), "image_token_id", None) or getattr(tokenizer, "image_token_id", None)
+    if token is None:
+        return [0] * len(dataset)
+    return [ids.count(token) for ids in _prompt_ids(dataset, tokenizer, chat_template_kwargs)]
+
+
+def _prompt_ids(dataset, tokenizer, chat_template_kwargs: dict[str, Any] | None) -> Iterable[list[int]]:
     column = image_column(dataset.column_names)
     images = [[] if v is None else v if isinstance(v, list) else [v] for v in dataset[column]] if column else None
     settings = row_template_kwargs(tokenizer, dataset, chat_template_kwargs)
-    return [len(prompt_token_ids(tokenizer, prompt, kwargs, images=images[i] if images else ()))
-            for i, (prompt, kwargs) in enumerate(zip(dataset["prompt"], settings))]
+    return (prompt_token_ids(tokenizer, prompt, kwargs, images=images[i] if images else ())
+            for i, (prompt, kwargs) in enumerate(zip(dataset["prompt"], settings)))
 
 
 def describe_lengths(lengths: list[int]) -> str:

@@ -103,15 +103,16 @@ def cuda_numbers(message: str) -> tuple[float, float, float] | None:
     return float(total) * _UNITS[total_unit], float(free) * _UNITS[free_unit], float(tried) * _UNITS[tried_unit]
 
 
-def _longest_prompt(trainer) -> int:
-    """Tokens in the longest of the first prompts of the training set (what generation pads to)."""
-    from ..data.prepare import prompt_lengths
+def _longest_prompt(trainer) -> tuple[int, int]:
+    """Tokens in the longest of the first prompts of the training set (what generation pads to), and the most of them
+    a prompt's images make (a vision model's tower runs over them)."""
+    from ..data.prepare import image_column, image_token_counts, prompt_lengths
 
     dataset, tokenizer = trainer.train_dataset, trainer.processing_class
     sample = dataset.select(range(min(PROMPT_ROWS, len(dataset))))
-    if all(isinstance(prompt, str) for prompt in sample["prompt"]):
-        return max(len(tokenizer(prompt)["input_ids"]) for prompt in sample["prompt"])
-    return max(prompt_lengths(sample, tokenizer))
+    if image_column(sample.column_names) is None and all(isinstance(prompt, str) for prompt in sample["prompt"]):
+        return max(len(tokenizer(prompt)["input_ids"]) for prompt in sample["prompt"]), 0
+    return max(prompt_lengths(sample, tokenizer)), max(image_token_counts(sample, tokenizer))
 
 
 def _planner_run(trainer) -> dict[str, Any] | None:
@@ -128,10 +129,12 @@ def _planner_run(trainer) -> dict[str, Any] | None:
     loaded = loaded_as(model)
     backend = loaded.backend if loaded is not None else None
     vllm_share = backend.gpu_memory_utilization if backend is not None and backend.fast_inference else None
+    prompt_tokens, image_tokens = _longest_prompt(trainer)
     return dict(
         model_name_or_config=model.config,
         num_generations=args.per_device_train_batch_size,
-        max_prompt_tokens=_longest_prompt(trainer),
+        max_prompt_tokens=prompt_tokens,
+        image_tokens=image_tokens,
         max_completion_length=args.max_completion_length,
         lora_rank=lora.r,
         load_in_4bit=backend.load_in_4bit if backend is not None else bool(getattr(model, "is_loaded_in_4bit", False)),
