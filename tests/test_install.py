@@ -128,7 +128,8 @@ def test_the_install_cell_takes_unsloths_branch_for_the_card(fresh_runtime, tmp_
     try:
         calls, stacks = _cell_on_a_gpu(fresh_runtime, tmp_path, card)
     finally:
-        subprocess.run([python, "-m", "pip", "uninstall", "-q", "-y", "grpo-lite"], capture_output=True, cwd=where)
+        subprocess.run([python, "-m", "pip", "uninstall", "-q", "-y", "grpo-lite"], capture_output=True, cwd=where,
+                       env=_outside_the_repository())
     assert calls == [f'install -q --no-deps "grpo-lite @ {wheel}"',
                      f'install -q -c {stacks / stack} "grpo-lite[unsloth,vllm] @ {wheel}" jupyter-ui-poll']
 
@@ -151,7 +152,8 @@ def test_on_an_l4_the_vllm_stack_keeps_the_runtimes_torch(fresh_runtime, tmp_pat
         calls, _ = _cell_on_a_gpu(fresh_runtime, tmp_path, "NVIDIA L4")
         cell = would_install(calls[1], tmp_path / "cell.json")
     finally:
-        subprocess.run([python, "-m", "pip", "uninstall", "-q", "-y", "grpo-lite"], capture_output=True, cwd=where)
+        subprocess.run([python, "-m", "pip", "uninstall", "-q", "-y", "grpo-lite"], capture_output=True, cwd=where,
+                       env=_outside_the_repository())
     assert cell["vllm"] == "0.31.0" and "unsloth" in cell  # grpo-lite itself is in already (the cell's first line)
     assert "torch" not in cell, f"the install cell would replace the runtime's torch: {sorted(cell)}"
 
@@ -170,7 +172,8 @@ def test_each_install_cell_installs_from_the_wheel_and_notebook_01_then_runs(fre
     monkeypatch.setenv("MPLBACKEND", "Agg")
     assert shutil.which("nvidia-smi") is None, "the no-GPU branch is the one installed for real: no nvidia-smi on PATH"
     for path in NOTEBOOKS:
-        subprocess.run([python, "-m", "pip", "uninstall", "-q", "-y", "grpo-lite"], capture_output=True, cwd=where)
+        subprocess.run([python, "-m", "pip", "uninstall", "-q", "-y", "grpo-lite"], capture_output=True, cwd=where,
+                       env=_outside_the_repository())
         notebook = nbformat.read(path, as_version=4)
         if not path.name.startswith("01"):  # the others up to their runtime check; test_notebooks runs them whole
             end = next(i for i, c in enumerate(notebook.cells) if "check_runtime(" in c.source)
