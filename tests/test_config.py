@@ -24,6 +24,18 @@ def test_every_preset_has_the_recipe_defaults_and_divisible_batches(name):
         assert options["fp16"] and not options["bf16"]
 
 
+def test_the_values_given_are_left_as_written_where_transformers_fills_them_in_place(tmp_path):
+    # transformers 4.56.2's TrainingArguments.__post_init__ writes min_num_params, xla, ... into the fsdp_config dict
+    # it is given (transformers/training_args.py); the user's dict, and what run.yaml records of it, stay as written
+    given = {"fsdp_config": {}, "model_init_kwargs": {"torch_dtype": "float32"}}
+    config = make_config("cpu-smoke", output_dir=tmp_path, **given)
+    assert given == {"fsdp_config": {}, "model_init_kwargs": {"torch_dtype": "float32"}}
+    recorded = config_to_dict(config)
+    again = dict(recorded)
+    config_from_dict(again)
+    assert again == recorded
+
+
 def test_overrides_win_and_unknown_fields_suggest_a_name(tmp_path):
     config = make_config("cpu-smoke", output_dir=tmp_path, max_steps=3, num_generations=2)
     assert config.max_steps == 3 and config.num_generations == 2

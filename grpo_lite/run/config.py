@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,9 @@ def make_config(preset: str = "auto", *, output_dir: str | Path = "outputs/grpo-
 
     from ..machine.notebook import one_gpu_per_process
 
-    options = resolve_options(preset, **overrides)
+    # transformers' TrainingArguments fills dict options in place (4.56.2's fsdp_config gains min_num_params, xla, ...):
+    # GRPOConfig gets copies, so the settings given, and the run.yaml that records them, keep what was written
+    options = copy.deepcopy(resolve_options(preset, **overrides))
     try:
         config = GRPOConfig(output_dir=str(output_dir), **options)
     except Exception as error:  # TRL's and transformers' own checks, or what they import for an option (deepspeed)
@@ -29,7 +32,7 @@ def make_config(preset: str = "auto", *, output_dir: str | Path = "outputs/grpo-
 def _builds(config_class, output_dir, options: dict[str, Any], without: str) -> bool:
     """Whether the GRPOConfig builds with ``without`` left at its default: then it is what the config refused."""
     try:
-        config_class(output_dir=str(output_dir), **{key: value for key, value in options.items() if key != without})
+        config_class(output_dir=str(output_dir), **copy.deepcopy({key: value for key, value in options.items() if key != without}))
     except Exception:  # still refused without it
         return False
     return True
@@ -45,7 +48,7 @@ def config_from_dict(options: dict[str, Any]):
     from trl import GRPOConfig
 
     fields = grpo_config_fields()
-    options = {k: v for k, v in options.items() if k in fields}
+    options = copy.deepcopy({k: v for k, v in options.items() if k in fields})  # as make_config: left as they were
     if options.get("generation_batch_size") is not None:
         # GRPOConfig derives steps_per_generation from generation_batch_size and refuses both at once
         options.pop("steps_per_generation", None)
