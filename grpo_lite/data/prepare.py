@@ -252,6 +252,15 @@ def check_prompts(rows: Any, source: Any = None, tokenizer: Any = None) -> None:
         _check_placeholders(prompt, count, place(index), images, image_token(tokenizer))
 
 
+def image_token_id(processor: Any) -> int | None:
+    """The token a processor repeats for each image's patches in the prompt ids (once per merged patch group in Qwen-VL,
+    ``mm_tokens_per_image`` times in Gemma 3), as against :func:`image_token`'s placeholder text. None for a text
+    tokenizer."""
+    # the text tokenizer's own image token first: Gemma 3's processor names <start_of_image> its image token, which the
+    # processor expands into <start_of_image>, mm_tokens_per_image soft tokens and <end_of_image>
+    return getattr(getattr(processor, "tokenizer", None), "image_token_id", None) or getattr(processor, "image_token_id", None)
+
+
 def image_token(processor: Any) -> str | None:
     """The text a vision chat template writes for one image, which the processor expands into the image's tokens:
     Gemma 3's ``boi_token`` (``<start_of_image>``), else the processor's ``image_token`` (Qwen-VL's ``<|image_pad|>``).
@@ -679,22 +688,11 @@ def prompt_lengths(dataset, tokenizer, chat_template_kwargs: dict[str, Any] | No
     """Token count of each row's prompt as training renders it (grpo_lite.data.prompts), generation prompt included, with
     the row's own values of the columns the chat template reads. ``tokenizer`` may be a vision model's processor: a row's
     images (its ``images`` or ``image`` column, as TRL reads them) then count the tokens the processor makes of them."""
-    return [len(ids) for ids in _prompt_ids(dataset, tokenizer, chat_template_kwargs)]
+    return [len(ids) for ids in prompt_ids(dataset, tokenizer, chat_template_kwargs)]
 
 
-def image_token_counts(dataset, tokenizer, chat_template_kwargs: dict[str, Any] | None = None) -> list[int]:
-    """Of each row's prompt tokens (:func:`prompt_lengths`), those its images make: the processor's image token, which it
-    repeats for each image (once per merged patch group in Qwen-VL, ``mm_tokens_per_image`` times in Gemma 3). All 0 for
-    a text tokenizer."""
-    # the text tokenizer's own image token first: Gemma 3's processor names <start_of_image> its image token, which the
-    # processor expands into <start_of_image>, mm_tokens_per_image soft tokens and <end_of_image>
-    token = getattr(getattr(tokenizer, "tokenizer", None), "image_token_id", None) or getattr(tokenizer, "image_token_id", None)
-    if token is None:
-        return [0] * len(dataset)
-    return [ids.count(token) for ids in _prompt_ids(dataset, tokenizer, chat_template_kwargs)]
-
-
-def _prompt_ids(dataset, tokenizer, chat_template_kwargs: dict[str, Any] | None) -> Iterable[list[int]]:
+def prompt_ids(dataset, tokenizer, chat_template_kwargs: dict[str, Any] | None = None) -> Iterable[list[int]]:
+    """Each row's prompt token ids as :func:`prompt_lengths` counts them, one row at a time."""
     column = image_column(dataset.column_names)
     images = [[] if v is None else v if isinstance(v, list) else [v] for v in dataset[column]] if column else None
     settings = row_template_kwargs(tokenizer, dataset, chat_template_kwargs)

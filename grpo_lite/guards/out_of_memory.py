@@ -106,13 +106,14 @@ def cuda_numbers(message: str) -> tuple[float, float, float] | None:
 def _longest_prompt(trainer) -> tuple[int, int]:
     """Tokens in the longest of the first prompts of the training set (what generation pads to), and the most of them
     a prompt's images make (a vision model's tower runs over them)."""
-    from ..data.prepare import image_column, image_token_counts, prompt_lengths
+    from ..data.prepare import image_column, image_token_id, prompt_ids
 
     dataset, tokenizer = trainer.train_dataset, trainer.processing_class
     sample = dataset.select(range(min(PROMPT_ROWS, len(dataset))))
     if image_column(sample.column_names) is None and all(isinstance(prompt, str) for prompt in sample["prompt"]):
         return max(len(tokenizer(prompt)["input_ids"]) for prompt in sample["prompt"]), 0
-    return max(prompt_lengths(sample, tokenizer)), max(image_token_counts(sample, tokenizer))
+    ids, token = list(prompt_ids(sample, tokenizer)), image_token_id(tokenizer)
+    return max(map(len, ids)), max(row.count(token) for row in ids) if token is not None else 0
 
 
 def _planner_run(trainer) -> dict[str, Any] | None:
