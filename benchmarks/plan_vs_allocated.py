@@ -133,8 +133,8 @@ print(json.dumps(measure(**json.loads(sys.argv[1]))))
 
 
 def measure(hidden: int, layers: int, heads: int, kv_heads: int, head_dim: int, intermediate: int, vocab: int,
-            tokens: int, steps: int, vision: dict | None = None, image_size: int = 0) -> dict:
-    """Torch's allocation peak of ``steps`` plain-TRL GRPO steps on a random Qwen2 of this shape, above its weights,
+            tokens: int, steps: int, vision: dict | None = None, image_size: int = 0, sequences: int = SEQUENCES) -> dict:
+    """Torch's allocation peak of ``steps`` plain-TRL GRPO steps of ``sequences`` completions on a random Qwen2 of this shape, above its weights,
     overall and per phase (in GiB), and the longest prompt's tokens. With ``vision`` (a Qwen2.5-VL vision config), a
     Qwen2.5-VL of this language shape and that vision tower, each prompt with one ``image_size``-pixel square image (its
     tokens, as the processor makes them, counted too), LoRA on the language layers."""
@@ -154,7 +154,7 @@ def measure(hidden: int, layers: int, heads: int, kv_heads: int, head_dim: int, 
         if vision:
             grid = processor.image_processor(images=[dataset[0]["image"]])["image_grid_thw"][0]
             counted["image_tokens"] = int(grid.prod()) // vision["spatial_merge_size"] ** 2
-        return {**_measure_training(model, processor, dataset, tokens, steps, vision=vision is not None), **counted}
+        return {**_measure_training(model, processor, dataset, tokens, steps, sequences, vision=vision is not None), **counted}
 
 
 def _text_model(hidden, layers, heads, kv_heads, head_dim, intermediate, vocab):
@@ -235,7 +235,7 @@ def _random(model_class, config, tokenizer):
     return model
 
 
-def _measure_training(model, processor, dataset, tokens: int, steps: int, *, vision: bool) -> dict:
+def _measure_training(model, processor, dataset, tokens: int, steps: int, sequences: int, *, vision: bool) -> dict:
     from peft import LoraConfig
     from torch.profiler import ProfilerActivity, profile, record_function
     from trl import GRPOConfig, GRPOTrainer
@@ -249,7 +249,7 @@ def _measure_training(model, processor, dataset, tokens: int, steps: int, *, vis
     lora = LoraConfig(r=LORA_RANK, lora_alpha=2 * LORA_RANK, task_type="CAUSAL_LM", target_modules=targets)
     with tempfile.TemporaryDirectory() as out:
         args = GRPOConfig(output_dir=out, bf16=True, use_cpu=True, beta=0.04, report_to="none", gradient_checkpointing=True,
-                          max_steps=steps, num_generations=SEQUENCES, per_device_train_batch_size=SEQUENCES,
+                          max_steps=steps, num_generations=sequences, per_device_train_batch_size=sequences,
                           max_completion_length=tokens, generation_kwargs={"min_new_tokens": tokens}, learning_rate=1e-6,
                           logging_steps=1, save_strategy="no", disable_tqdm=True)
         trainer = GRPOTrainer(model=model, reward_funcs=[length_reward], args=args, processing_class=processor, peft_config=lora,
@@ -293,14 +293,15 @@ def measure_in_own_process(**shape) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def planned(shape, layers: int, prompt_tokens: int, tokens: int, vision_layers: int = 0, image_tokens: int = 0) -> dict[str, float]:
-    """The planner's parts (GiB) for the measured run at ``layers`` layers (and ``vision_layers`` vision blocks, each
-    prompt with ``image_tokens`` of an image), as on a GPU less the CUDA overhead."""
+def planned(shape, layers: int, prompt_tokens: int, tokens: int, vision_layers: int = 0, image_tokens: int = 0,
+            sequences: int = SEQUENCES) -> dict[str, float]:
+    """The planner's parts (GiB) for the measured run of ``sequences`` completions at ``layers`` layers (and
+    ``vision_layers`` vision blocks, each prompt with ``image_tokens`` of an image), as on a GPU less the CUDA overhead."""
     from dataclasses import replace
 
     from grpo_lite.machine.planner import RunShape, estimate
 
-    run = RunShape(SEQUENCES, prompt_tokens, tokens, LORA_RANK, load_in_4bit=False, image_tokens=image_tokens)
+    run = RunShape(sequences, prompt_tokens, tokens, LORA_RANK, load_in_4bit=False, image_tokens=image_tokens)
     return estimate(replace(shape, layers=layers, vision_layers=vision_layers), run, weight_bytes=2, overhead_gb=0.0,
                     backend="transformers", logits="chunked")
 

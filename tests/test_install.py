@@ -66,8 +66,8 @@ def fresh_runtime(tmp_path_factory):
     _run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", where / "dist", ROOT)
     _run(sys.executable, "-m", "venv", where / "venv")
     python = where / "venv" / "bin" / "python"
-    _run(python, "-m", "pip", "install", "-q", "torch==2.13.0")
-    _run(python, "-m", "pip", "install", "-q", "ipykernel", "ipywidgets>=7.7", "matplotlib")
+    _run(python, "-m", "pip", "install", "-q", "--no-compile", "torch==2.13.0")
+    _run(python, "-m", "pip", "install", "-q", "--no-compile", "ipykernel", "ipywidgets>=7.7", "matplotlib")
     assert subprocess.run([python, "-c", "import grpo_lite"], capture_output=True, cwd=where, env=_outside_the_repository()).returncode == 1
     _run(python, "-m", "ipykernel", "install", "--prefix", where / "jupyter", "--name", "fresh-runtime")
     return where, python

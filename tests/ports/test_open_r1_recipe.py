@@ -2,7 +2,7 @@
 recipes/Qwen2.5-1.5B-Instruct/grpo/config_demo.yaml, run by src/open_r1/grpo.py), ported to a grpo-lite run YAML: its
 training keys go into ``overrides:`` unchanged, its rewards (accuracy, format, tag_count) are src/open_r1/rewards.py's,
 verbatim (tests/ports/open_r1_rewards.py), and the run goes through read_recipe/run_recipe as `grpo-lite train` does.
-Replaced: the hub (model, dataset, push_to_hub, wandb), the GPU (bf16, use_vllm) and the run's length (max_steps=2)."""
+Replaced: the hub (model, dataset, push_to_hub, wandb), the GPU (bf16, use_vllm) and the run's length (max_steps=1)."""
 
 import json
 
@@ -92,7 +92,7 @@ def port_recipe(original: dict, tmp_path) -> dict:
     overrides["use_vllm"] = False  # REPLACED (GPU): no vLLM on a CPU; generation goes through transformers
     overrides["push_to_hub"] = False  # REPLACED (hub): nothing leaves the machine
     overrides["report_to"] = "none"  # REPLACED (an account): no wandb
-    overrides["max_steps"] = 2  # ADDED: the run's length (-1: one epoch in the recipe)
+    overrides["max_steps"] = 1  # ADDED: the run's length (-1: one epoch in the recipe); each step generates 64 x 1024 tokens
     rows = tmp_path / "openr1_math.jsonl"
     rows.write_text("".join(json.dumps(row) + "\n" for row in OPENR1_ROWS))
     return {
@@ -120,8 +120,8 @@ def test_open_r1s_demo_recipe_trains_as_written(tmp_path, capsys):
     capsys.readouterr()
     result = run_recipe(settings)
     err = capsys.readouterr().err
-    assert result.trainer.state.global_step == 2
-    assert [m["step"] for m in result.metrics if "loss" in m][-1] == 2
+    assert result.trainer.state.global_step == 1
+    assert [m["step"] for m in result.metrics if "loss" in m][-1] == 1
     config = check_port(port["output_dir"], err, port["overrides"], result.trainer.args)
     run = read_run(port["output_dir"])
     assert run.settings.reward_weights == [1.0, 1.0, 1.0]
