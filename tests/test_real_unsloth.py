@@ -15,7 +15,7 @@ from real_unsloth import requires_unsloth, run_script
 
 from grpo_lite.machine import stack
 
-pytestmark = [requires_unsloth, pytest.mark.slow]
+pytestmark = [requires_unsloth, pytest.mark.slow, pytest.mark.both_stacks]
 ROOT = Path(__file__).parents[1]
 
 
