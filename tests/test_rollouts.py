@@ -61,6 +61,15 @@ def undocumented(number: int) -> str:
     return str(number)
 
 
+def untyped(number) -> str:
+    """Guess.
+
+    Args:
+        number: The guess.
+    """
+    return str(number)
+
+
 class NoReset:
     def guess(self, number: int) -> str:
         """Guess.
@@ -78,13 +87,14 @@ def wrong_arity(prompts):
 @newer_only("environment_per_row")
 @pytest.mark.parametrize("given, refusal", [
     ({"tools": [undocumented]}, r"tools\[0\] \(undocumented\) cannot be described to the model: .*Google-style docstring"),
+    ({"tools": [guess, untyped]}, r"tools\[1\] \(untyped\) cannot be described to the model: .*type hint"),
     ({"tools": [functools.partial(guess, number=3)]}, r"tools\[0\] is a functools.partial of 'guess': .*define a function"),
     ({"tools": guess}, r"tools=<function guess .*give a list of functions"),
     ({"environment_factory": NoReset}, r"environment_factory makes a NoReset, which has no reset method: .*def reset"),
     ({"environment_factory": {"numbers": NumberGuess}}, r"'environment' column names 'letters', which environment_factory has not"),
     ({"rollout_func": wrong_arity}, r"rollout_func \(wrong_arity\) must take \(prompts, trainer\)"),
     ({"tools": [guess], "chatml": True}, r"chat template cannot render a tool call and its result .*tokenizer.chat_template ="),
-], ids=["no docstring", "a partial", "not a list", "no reset", "an environment no row names", "rollout_func's arguments",
+], ids=["no docstring", "no type hint", "a partial", "not a list", "no reset", "an environment no row names", "rollout_func's arguments",
         "a template without tools"])
 def test_a_rollout_option_trl_could_not_run_is_refused_by_name_before_the_trainer(given, refusal, tiny_model, tmp_path):
     model, tokenizer = tiny_model  # ChatML, which renders no tool call
