@@ -15,6 +15,7 @@ trainer's record or another row.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import io
 import math
@@ -58,6 +59,11 @@ def episode(completion: Any) -> tuple[list[dict[str, Any]], str]:
     ...                         {"role": "tool", "name": "guess", "content": "higher"}, {"role": "assistant", "content": "7"}])
     >>> [turn["turn"] for turn in turns], turns[0]["calls"], ended
     (['model', 'tool', 'model'], [{'tool': 'guess', 'arguments': {'number': 5}}], 'done')
+    >>> episode([{"role": "assistant", "content": "", "tool_calls": [call]},
+    ...          {"role": "tool", "name": "guess", "content": "{'error': 'Tool guess not found.'}"}])[1]
+    'tool error'
+    >>> episode([{"role": "assistant", "content": "", "tool_calls": [call]}])[1]
+    'turn limit'
     """
     messages = completion if isinstance(completion, list) else [{"role": "assistant", "content": completion}]
     turns: list[dict[str, Any]] = []
@@ -84,8 +90,6 @@ def _content_text(content: Any) -> str:
 
 def _is_tool_error(result: str) -> bool:
     """Whether a tool result is TRL's record of a call that raised or named no tool: ``str({"error": message})``."""
-    import ast
-
     try:
         value = ast.literal_eval(result) if result.startswith("{'error'") else None
     except (ValueError, SyntaxError):
