@@ -84,6 +84,11 @@ FAMILIES = [
     ModelFamily("gpt-oss", "gpt-oss", "gpt-oss.jinja", "<|start|>assistant", "kept", EXPERT_PROJECTIONS),
 ]
 
+# A family whose chat template TRL reads tool calls out of (trl/chat_template_utils.py, add_response_schema: by the
+# template's exact text): Qwen/Qwen2.5-*-Instruct's chat_template, as TRL 1.15.0 bundles it (trl/chat_templates/qwen2_5.jinja,
+# "Original Qwen2.5 chat template"), on a tiny Qwen2 with ChatML's tokens. Not in FAMILIES: only the tool tests train it.
+TOOL_CALLING = ModelFamily("qwen2.5", "qwen2", "qwen2.5.jinja", "<|im_start|>assistant\n", "kept")
+
 # Vision-language families: ``image_tokens`` are the tokens the processor writes for one image
 VISION_FAMILIES = [
     # Qwen/Qwen2.5-VL-*-Instruct's chat_template: xorbitsai/inference xinference/model/llm/models/qwen2.5-vl-instruct.json,

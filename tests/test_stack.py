@@ -167,3 +167,27 @@ def test_docs_stacks_names_every_difference_with_its_release():
     for name, difference in stack.DIFFERENCES.items():
         release = f"{'TRL' if difference.package == 'trl' else 'transformers'} {difference.since}"
         assert any(f"`{name}`" in row.split(" | ")[0] and f"| {release} |" in row for row in rows), name
+
+
+def test_grpotrainers_rollout_options_and_what_they_need_of_transformers_are_where_the_table_says():
+    """tools (TRL 0.26), environment_factory (0.29; a dict of them 1.8), rollout_func on every generation path (1.0) and
+    TRL's check of the chat template (1.1); where TRL has them, its own refusals name the transformers releases the
+    table gives (5.0 for tools, 5.2 for environments), and transformers 5.0 parses a reply's tool calls."""
+    import importlib.util
+
+    from transformers import PreTrainedTokenizerBase
+    from trl import GRPOTrainer
+
+    parameters = inspect.signature(GRPOTrainer.__init__).parameters
+    assert ("tools" in parameters) == stack.newer("tools")
+    assert ("environment_factory" in parameters) == stack.newer("environment_factory")
+    init = inspect.getsource(GRPOTrainer.__init__)
+    assert ("self._multi_environment = isinstance(environment_factory, dict)" in init) == stack.newer("environment_per_row")
+    generate = inspect.getsource(GRPOTrainer._generate) if hasattr(GRPOTrainer, "_generate") else ""
+    assert ("self.rollout_func(prompts, self)" in generate) == stack.newer("rollout_func")
+    templates = importlib.import_module("trl.chat_template_utils") if importlib.util.find_spec("trl.chat_template_utils") else None
+    assert hasattr(templates, "supports_tool_calling") == stack.newer("tool_template_check")
+    assert hasattr(PreTrainedTokenizerBase, "parse_response") == stack.newer("tool_call_parsing")
+    for option, transformers_needs in (("tools", "tool_call_parsing"), ("environment_factory", "environment_tools")):
+        if stack.newer(option):
+            assert f'Version(transformers.__version__) >= Version("{stack.DIFFERENCES[transformers_needs].since}")' in init

@@ -144,12 +144,52 @@ DIFFERENCES: dict[str, Difference] = {
         "trainer._logs['prompt'] holds the text generated from: the chat template applied, tokenized and decoded "
         "(trl/trainer/grpo_trainer.py, _generate_and_score_completions)",
         "it holds the prompts as the dataset gave them, chat messages (trl/trainer/grpo_trainer.py)"),
+    # what a rollout can be beyond one reply: GRPOTrainer's tools, environment_factory and rollout_func (OPTION_NEEDS)
+    "tools": Difference(
+        "trl", "0.26.0", "GRPOTrainer takes no tools (trl/trainer/grpo_trainer.py)",
+        "GRPOTrainer(tools=[...]): the model's tool calls are run and their results appended, turn by turn, and "
+        "tools/call_frequency and tools/failure_frequency logged (trl/trainer/grpo_trainer.py, _tool_call_loop)"),
+    "tool_call_parsing": Difference(
+        "transformers", "5.0.0",
+        "tokenizers have no parse_response, and TRL refuses tools: 'requires transformers version 5.0.0 or higher' "
+        "(trl/trainer/grpo_trainer.py)",
+        "PreTrainedTokenizerBase.parse_response reads a reply's tool calls (transformers/tokenization_utils_base.py)"),
+    "environment_factory": Difference(
+        "trl", "0.29.0", "GRPOTrainer takes no environment_factory (trl/trainer/grpo_trainer.py)",
+        "GRPOTrainer(environment_factory=...): one environment per rollout, reset with its row, its public methods the "
+        "tools, its get_reward a reward (trl/trainer/grpo_trainer.py)"),
+    "environment_tools": Difference(
+        "transformers", "5.2.0",
+        "TRL refuses environment_factory: 'requires transformers version 5.2.0 or higher' (trl/trainer/grpo_trainer.py)",
+        "TRL takes environment_factory (trl/trainer/grpo_trainer.py)"),
+    "environment_per_row": Difference(
+        "trl", "1.8.0", "environment_factory is one callable (trl/trainer/grpo_trainer.py)",
+        "it may be a dict of them, each row choosing one by its 'environment' column (trl/trainer/grpo_trainer.py, "
+        "_multi_environment)"),
+    "rollout_func": Difference(
+        "trl", "1.0.0",
+        "no rollout_func before 0.25; from 0.25 to 0.29 it is called only where vLLM generates (trl/trainer/grpo_trainer.py, "
+        "VLLMGeneration)",
+        "GRPOTrainer(rollout_func=...) replaces generation on every path, called as rollout_func(prompts, trainer) "
+        "(trl/trainer/grpo_trainer.py, _generate)"),
+    "tool_template_check": Difference(
+        "trl", "1.1.0", "TRL does not check that the chat template can render a tool call (trl/chat_template_utils.py)",
+        "trl.chat_template_utils.supports_tool_calling checks it, and GRPOTrainer refuses a template that cannot "
+        "(trl/chat_template_utils.py, trl/trainer/grpo_trainer.py)"),
     "data_parallel_refused": Difference(
         "trl", "1.15.0",
         "a process that sees several GPUs trains through the Trainer's nn.DataParallel (transformers/trainer.py)",
         "GRPOTrainer refuses args.n_gpu > 1: 'does not support nn.DataParallel' (trl/trainer/grpo_trainer.py)"),
 }
 
+
+# GRPOTrainer's rollout options and the DIFFERENCES each needs on the newer side
+OPTION_NEEDS = {
+    "tools": ("tools", "tool_call_parsing"),
+    "environment_factory": ("environment_factory", "environment_tools"),
+    "environment_factory (a dict)": ("environment_per_row", "environment_tools"),
+    "rollout_func": ("rollout_func",),
+}
 
 # The GRPOConfig fields one end has and the other lacks; every other field is on both ends or on neither.
 CHANGED_FIELDS = frozenset(name for name, difference in DIFFERENCES.items() if difference.field)
@@ -181,9 +221,24 @@ def has_config_field(name: str) -> bool:
 def missing_field_reason(name: str) -> str:
     """Why the installed GRPOConfig has no field ``name``: the release, and when the field came or went."""
     difference = DIFFERENCES[name]
-    package = "TRL" if difference.package == "trl" else difference.package
+    package = _label(difference.package)
     when = f"added in {package} {difference.since}" if difference.field == "added" else f"removed in {package} {difference.since}"
     return f"{package} {installed(difference.package)} has no {name} ({when})"
+
+
+def lacking(option: str) -> str | None:
+    """Why the installed stack cannot run GRPOTrainer's rollout option ``option`` (a key of :data:`OPTION_NEEDS`): the
+    releases it needs and the ones installed; None where it can."""
+    needs = [DIFFERENCES[name] for name in OPTION_NEEDS[option]]
+    if all(newer(name) for name in OPTION_NEEDS[option]):
+        return None
+    want = " and ".join(f"{_label(d.package)} >= {d.since}" for d in needs)
+    have = " and ".join(f"{_label(package)} {installed(package)}" for package in dict.fromkeys(d.package for d in needs))
+    return f"{option} needs {want}, and this stack has {have}"
+
+
+def _label(package: str) -> str:
+    return "TRL" if package == "trl" else package
 
 
 def portable_tokenizer_config(config: dict[str, Any]) -> dict[str, Any]:

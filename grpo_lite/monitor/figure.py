@@ -20,7 +20,7 @@ RECENT_POINTS = 256  # the newest points of a series, each drawn
 BUCKETS = 256  # at most this many buckets before them, two points each (even: buckets merge in pairs)
 SMOOTHING = 0.8
 CHARTED = ("reward", "reward_std", "frac_reward_zero_std", "kl", "completions/mean_length", "completions/clipped_ratio",
-           "grad_norm", "loss")
+           "grad_norm", "loss", "tools/call_frequency", "tools/failure_frequency")  # the tools' where a rollout calls any
 
 
 class Downsampled:

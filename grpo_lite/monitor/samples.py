@@ -1,8 +1,9 @@
 """samples.jsonl: what the model wrote, with each reward's score and the advantage it got.
 
 One line per completion of each logged step, from GRPOTrainer's own record of the batch: ``step``,
-``prompt`` (as the trainer got it: chat messages or a string), ``completion``, ``rewards`` (name -> score, null where a reward did not apply), ``total`` and
-``advantage``; in a run whose dataset has columns the chat template reads (gpt-oss's ``reasoning_effort``),
+``prompt`` (as the trainer got it: chat messages or a string), ``completion`` (its text), ``episode`` and ``ended``
+(:func:`episode`: the rollout turn by turn, one model turn for a plain reply), ``rewards`` (name -> score, null where a
+reward did not apply), ``total`` and ``advantage``; in a run whose dataset has columns the chat template reads (gpt-oss's ``reasoning_effort``),
 ``template_columns``: the row's values the prompt was rendered with; in a run with images, ``images``: the prompt's
 images as thumbnails in the run folder (``sample_images/<hash>.png``, one file per distinct image), referred to, not
 embedded. The file is bounded: past ``max_rows`` it keeps the newest half.
@@ -14,6 +15,7 @@ trainer's record or another row.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import io
 import math
@@ -40,6 +42,59 @@ def _text(value: Any) -> str:
             return str(messages[0].get("content", ""))
         return "\n".join(f"{m.get('role', '')}: {m.get('content', '')}" for m in messages)
     return str(value)
+
+
+def episode(completion: Any) -> tuple[list[dict[str, Any]], str]:
+    """A completion as TRL logs it (text, chat messages, or with tools the rollout's messages: the model's replies, their
+    ``tool_calls``, each call's ``tool`` result, trl/trainer/grpo_trainer.py ``_tool_call_loop``) as turns, and where
+    it ended: ``"done"`` (the model's last turn calls no tool), ``"tool error"`` (the last tool result is an error, which
+    TRL writes as ``{'error': ...}``) or ``"turn limit"`` (its last calls were left unanswered: max_tool_calling_iterations
+    or the completion's length reached). A model turn is ``{"turn": "model", "text", "calls": [{"tool", "arguments"}]}``,
+    a result ``{"turn": "tool", "tool", "result"}``.
+
+    >>> episode("4")
+    ([{'turn': 'model', 'text': '4', 'calls': []}], 'done')
+    >>> call = {"type": "function", "function": {"name": "guess", "arguments": {"number": 5}}}
+    >>> turns, ended = episode([{"role": "assistant", "content": "", "tool_calls": [call]},
+    ...                         {"role": "tool", "name": "guess", "content": "higher"}, {"role": "assistant", "content": "7"}])
+    >>> [turn["turn"] for turn in turns], turns[0]["calls"], ended
+    (['model', 'tool', 'model'], [{'tool': 'guess', 'arguments': {'number': 5}}], 'done')
+    >>> episode([{"role": "assistant", "content": "", "tool_calls": [call]},
+    ...          {"role": "tool", "name": "guess", "content": "{'error': 'Tool guess not found.'}"}])[1]
+    'tool error'
+    >>> episode([{"role": "assistant", "content": "", "tool_calls": [call]}])[1]
+    'turn limit'
+    """
+    messages = completion if isinstance(completion, list) else [{"role": "assistant", "content": completion}]
+    turns: list[dict[str, Any]] = []
+    for message in messages:
+        if not isinstance(message, dict):
+            continue
+        if message.get("role") == "tool":
+            turns.append({"turn": "tool", "tool": str(message.get("name", "")), "result": _content_text(message.get("content"))})
+        else:
+            calls = [call.get("function", call) for call in message.get("tool_calls") or () if isinstance(call, dict)]
+            turns.append({"turn": "model", "text": _content_text(message.get("content")),
+                          "calls": [{"tool": str(call.get("name", "")), "arguments": call.get("arguments")} for call in calls]})
+    results = [turn for turn in turns if turn["turn"] == "tool"]
+    if results and _is_tool_error(results[-1]["result"]):
+        return turns, "tool error"
+    return turns, "turn limit" if turns and turns[-1]["turn"] == "model" and turns[-1]["calls"] else "done"
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, list):  # content parts: their text
+        return " ".join(str(part.get("text", "")) for part in content if isinstance(part, dict) and part.get("type") == "text")
+    return "" if content is None else str(content)
+
+
+def _is_tool_error(result: str) -> bool:
+    """Whether a tool result is TRL's record of a call that raised or named no tool: ``str({"error": message})``."""
+    try:
+        value = ast.literal_eval(result) if result.startswith("{'error'") else None
+    except (ValueError, SyntaxError):
+        return False
+    return isinstance(value, dict) and set(value) == {"error"}
 
 
 def question_of(prompt: Any) -> str:
@@ -167,10 +222,13 @@ def batch_samples(trainer, step: int) -> list[dict[str, Any]]:
     rows = []
     for i in range(n):
         rewards = {name: _score(values[i]) for name, values in scores.items()}
+        turns, ended = episode(private_copy(completions[i]))
         rows.append({
             "step": step,
             "prompt": private_copy(_placeholders_only(prompts[i])),  # shared with TRL's record and, before TRL 1.15, other rows
             "completion": _text(completions[i]),
+            "episode": turns,
+            "ended": ended,
             "rewards": rewards,
             "total": weighted_total(list(rewards.values()), weights),
             "advantage": _score(advantages[i]) if i < len(advantages) else None,

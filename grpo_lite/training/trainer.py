@@ -62,6 +62,7 @@ from ..run.record import RunRecord, reward_reference, rows_fingerprint
 from ..run.resume import finished_at, resume_checkpoint
 from ..run.settings import REWARD_TIMEOUT, ConfigError, Heldout, RunSettings, resolve_options
 from ..run.stopping import InterruptStops, StopSwitch
+from .rollouts import described, reward_arguments, rollout_options
 from .trl_compat import (
     cut_prompts_on_the_left,
     generate_with_tokenizer,
@@ -204,7 +205,9 @@ def _dashboard(dashboard: Any, output_dir: Path) -> list[TrainerCallback]:
     return [dashboard] if dashboard else []
 
 
-def _grpo_trainer(model, tokenizer, dataset, rewards, config, callbacks):
+def _grpo_trainer(model, tokenizer, dataset, rewards, config, callbacks, **rollouts):
+    """TRL's GRPOTrainer for the run; ``rollouts``: its tools, environment_factory or rollout_func, where given
+    (grpo_lite.training.rollouts)."""
     from .trl_compat import enable_cpu_logprobs, enable_input_grads_for_checkpointing, prepare_for_unsloth_trainer
 
     enable_cpu_logprobs()
@@ -217,7 +220,7 @@ def _grpo_trainer(model, tokenizer, dataset, rewards, config, callbacks):
         # it, so TRL copies the adapter as it is now and this run's KL is measured from where it starts.
         model.delete_adapter("ref")
     trainer = GRPOTrainer(model=model, reward_funcs=rewards, args=config, train_dataset=dataset,
-                          processing_class=tokenizer, callbacks=callbacks)
+                          processing_class=tokenizer, callbacks=callbacks, **rollouts)
     if any(isinstance(callback, LiveDashboard) for callback in callbacks):
         # the dashboard is the run's one voice: its header shows the step, elapsed and remaining time
         from transformers.trainer import DEFAULT_PROGRESS_CALLBACK
@@ -248,6 +251,9 @@ def train(
     reward_timeout: float | None = REWARD_TIMEOUT,
     chat_template_kwargs: dict[str, Any] | None = None,
     fold_system_prompt: bool = True,
+    tools: Sequence[Any] | None = None,
+    environment_factory: Any = None,
+    rollout_func: Any = None,
     **overrides: Any,
 ) -> TrainResult:
     """GRPO-train ``model`` on ``dataset`` with ``rewards``; returns a :class:`TrainResult`.
@@ -280,6 +286,15 @@ def train(
     row's setting, over them, in every one of those renders and in samples.jsonl, said when the run starts. A system
     prompt the chat template rejects or drops (Gemma 2, Mistral v0.1, Phi-3-mini) is folded into the first user turn, said
     once; ``fold_system_prompt=False`` refuses the data instead.
+
+    A rollout can be more than one reply (TRL 1.x with transformers 5, the latest stack; refused on a stack without them,
+    before the trainer is built): ``tools``, functions with type hints and a Google-style docstring the model may call,
+    each result shown to it before it goes on; ``environment_factory``, a class (or function) making one environment per
+    rollout, ``reset(**row)`` before it, its public methods the tools and its ``get_reward()`` a reward, or a dict of them
+    that each row picks from by its ``environment`` column; ``rollout_func(prompts, trainer)``, a loop of your own
+    returning ``prompt_ids``, ``completion_ids`` and ``logprobs`` (its other keys reach the rewards). samples.jsonl
+    records each rollout as an episode, turn by turn, and metrics.jsonl TRL's ``tools/call_frequency`` and
+    ``tools/failure_frequency``.
     """
     loaded = loaded_as(model)
     settings = RunSettings(
@@ -288,7 +303,8 @@ def train(
         output_dir=os.fspath(output_dir) if isinstance(output_dir, (str, os.PathLike)) else output_dir, overwrite=overwrite,
         reward_timeout=reward_timeout, chat_template_kwargs=chat_template_kwargs, fold_system_prompt=fold_system_prompt,
         heldout=Heldout(heldout, heldout_n, heldout_samples) if heldout is not None else None, overrides=overrides)
-    return train_run(model, tokenizer, dataset, settings, callbacks=callbacks, resume=resume, dashboard=dashboard)
+    return train_run(model, tokenizer, dataset, settings, callbacks=callbacks, resume=resume, dashboard=dashboard,
+                     tools=tools, environment_factory=environment_factory, rollout_func=rollout_func)
 
 
 def _as_list(values: Any) -> Any:
@@ -306,10 +322,13 @@ def model_name(model) -> str:
 
 
 def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Sequence[TrainerCallback] = (),
-              resume: bool = False, dashboard: Any = True) -> TrainResult:
+              resume: bool = False, dashboard: Any = True, tools: Sequence[Any] | None = None, environment_factory: Any = None,
+              rollout_func: Any = None) -> TrainResult:
     """:func:`train` for a run given as one :class:`RunSettings`, whose ``heldout.data`` is a prepared dataset."""
     settings.validate(model_loaded=True, resume=resume)
     dataset = _training_rows(dataset, tokenizer)
+    rollouts = rollout_options(tokenizer, dataset, tools=tools, environment_factory=environment_factory,
+                               rollout_func=rollout_func)
     _check_trainable(model)
     if images := image_column(dataset.column_names):
         check_processor_for_images(tokenizer, f"the rows have images (column {images!r})")
@@ -319,7 +338,9 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
     else:
         output_dir = Path(settings.output_dir)
     funcs, set_weights = resolve_rewards(settings.rewards)
-    check_columns(funcs, dataset.column_names)  # a reward's required column the data lacks: refused before any step
+    if "rollout_func" not in rollouts:  # a rollout function's own keys reach the rewards too, known once it runs
+        # a reward's required column the data lacks: refused before any step
+        check_columns(funcs, [*dataset.column_names, *reward_arguments(rollouts)])
     weights = settings.reward_weights if settings.reward_weights is not None else set_weights
     ported = port_overrides(settings.preset, settings.overrides)  # what a script written for older TRL meant
     if weights is not None:  # the user's, or their RewardSet's
@@ -370,6 +391,8 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
     if ported.translated:
         record.chosen["translated"] = ported.translated  # the user's field -> its new form (None: dropped)
     record.chosen["sources"] = {key: source for key, source in sorted(sources.items()) if source != "trl"}
+    if rollouts:
+        record.chosen["rollouts"] = described(rollouts)
     views = _dashboard(dashboard, output_dir)  # a view name that does not exist is refused before anything is written
     checkpoint = resume_checkpoint(output_dir, config, record) if resume else None
     finished = finished_at(checkpoint, config.max_steps) if checkpoint is not None else None
@@ -394,7 +417,8 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
         *callbacks,
         switch,  # last: it acts on stop requests made by the callbacks before it at the same step
     ]
-    trainer = _grpo_trainer(model, tokenizer, dataset, guarded, config, watchers)
+    # a copy: TRL appends an environment's get_reward to the list it is given, which RewardFailureStop would then watch
+    trainer = _grpo_trainer(model, tokenizer, dataset, list(guarded), config, watchers, **rollouts)
     if ported.cut_prompts_to:
         cut_prompts_on_the_left(trainer, ported.cut_prompts_to)
     with (faults_reported(trainer), generate_with_tokenizer(trainer.model, tokenizer, config),

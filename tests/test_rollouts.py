@@ -1,0 +1,204 @@
+"""Tools, environments and rollout functions through train() (grpo_lite/training/rollouts.py).
+
+On a stack without one, train() refuses it before the trainer is built, naming the releases that have it; a definition
+TRL could not run is refused by name, with the fix. On the latest stack a tiny model taught to call the game's tool
+(tests/games.py) trains two steps with each, and samples.jsonl holds each rollout as an episode, turn by turn.
+"""
+
+import functools
+import re
+
+import pytest
+from families import TOOL_CALLING
+from games import LetterGuess, NumberGuess, build_tool_calling_model, guess, play_number_guess
+from packaging.version import Version
+from stacks import newer_only
+
+from grpo_lite import load_model, prepare_dataset, read_metrics, train
+from grpo_lite.machine import stack
+from grpo_lite.monitor.figure import ChartData
+from grpo_lite.monitor.samples import read_samples
+from grpo_lite.run.record import read_run
+from grpo_lite.run.settings import ConfigError
+from grpo_lite.training.rollouts import rollout_options
+
+STEPS = dict(preset="cpu-smoke", max_steps=2, num_generations=4, per_device_train_batch_size=4, max_completion_length=192,
+             dashboard=False)
+FOUR_ROWS_A_STEP = {**STEPS, "num_generations": 2, "per_device_train_batch_size": 8}
+ENVIRONMENTS = {"numbers": NumberGuess, "letters": LetterGuess}
+OPTIONS = {"tools": ("tools", [guess]), "environment_factory": ("environment_factory", NumberGuess),
+           "environment_factory (a dict)": ("environment_factory", ENVIRONMENTS), "rollout_func": ("rollout_func", play_number_guess)}
+
+
+def calls_reward(completions, **kwargs):
+    """1 for a rollout whose model called a tool (its messages carry tool_calls, or its text a <tool_call>)."""
+    return [float("tool_call" in str(completion)) for completion in completions]
+
+
+def game_rows(n: int = 8):
+    rows = [{"question": f"Find my number from 1 to {9 - i % 3}.", "answer": "5", "secret": 5,
+             "environment": "numbers" if i % 2 == 0 else "letters"} for i in range(n)]
+    return prepare_dataset(rows, system_prompt=None)
+
+
+@pytest.mark.parametrize("option", OPTIONS)
+def test_each_rollout_option_is_refused_before_the_trainer_where_the_stack_lacks_it(option, tiny_model, tmp_path):
+    model, tokenizer = tiny_model
+    tokenizer.chat_template = TOOL_CALLING.chat_template()
+    keyword, value = OPTIONS[option]
+    needs = [stack.DIFFERENCES[name] for name in stack.OPTION_NEEDS[option]]
+    if all(stack.installed(d.package) >= Version(d.since) for d in needs):
+        assert rollout_options(tokenizer, game_rows(), **{keyword: value}) == {keyword: value}
+        return
+    wanted = " and ".join(f"{'TRL' if d.package == 'trl' else d.package} >= {d.since}" for d in needs)
+    with pytest.raises(ConfigError, match=rf"^{re.escape(f'{option} needs {wanted}, and this stack has TRL')}"
+                                          r".*: train on the latest stack \(requirements/lock.txt: TRL 1.15.0"):
+        train(model, tokenizer, game_rows(), [calls_reward], output_dir=tmp_path / "run", **{keyword: value}, **STEPS)
+    assert not (tmp_path / "run").exists()
+
+
+def undocumented(number: int) -> str:
+    return str(number)
+
+
+def untyped(number) -> str:
+    """Guess.
+
+    Args:
+        number: The guess.
+    """
+    return str(number)
+
+
+class NoReset:
+    def guess(self, number: int) -> str:
+        """Guess.
+
+        Args:
+            number: The guess.
+        """
+        return "lower"
+
+
+def wrong_arity(prompts):
+    return {}
+
+
+@newer_only("environment_per_row")
+@pytest.mark.parametrize("given, refusal", [
+    ({"tools": [undocumented]}, r"tools\[0\] \(undocumented\) cannot be described to the model: .*Google-style docstring"),
+    ({"tools": [guess, untyped]}, r"tools\[1\] \(untyped\) cannot be described to the model: .*type hint"),
+    ({"tools": [functools.partial(guess, number=3)]}, r"tools\[0\] is a functools.partial of 'guess': .*define a function"),
+    ({"tools": guess}, r"tools=<function guess .*give a list of functions"),
+    ({"environment_factory": NoReset}, r"environment_factory makes a NoReset, which has no reset method: .*def reset"),
+    ({"environment_factory": {"numbers": NumberGuess}}, r"'environment' column names 'letters', which environment_factory has not"),
+    ({"rollout_func": wrong_arity}, r"rollout_func \(wrong_arity\) must take \(prompts, trainer\)"),
+    ({"tools": [guess], "chatml": True}, r"chat template cannot render a tool call and its result .*tokenizer.chat_template ="),
+], ids=["no docstring", "no type hint", "a partial", "not a list", "no reset", "an environment no row names", "rollout_func's arguments",
+        "a template without tools"])
+def test_a_rollout_option_trl_could_not_run_is_refused_by_name_before_the_trainer(given, refusal, tiny_model, tmp_path):
+    model, tokenizer = tiny_model  # ChatML, which renders no tool call
+    given = dict(given)
+    if not given.pop("chatml", False):
+        tokenizer.chat_template = TOOL_CALLING.chat_template()
+    with pytest.raises(ConfigError, match=refusal):
+        train(model, tokenizer, game_rows(), [calls_reward], output_dir=tmp_path / "run", **given, **STEPS)
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.fixture(scope="module")
+def tool_caller(tmp_path_factory):
+    return build_tool_calling_model(tmp_path_factory.mktemp("tool-caller"))
+
+
+def _episodes(folder, per_step: int = 4):
+    samples = read_samples(folder)
+    assert [row["step"] for row in samples] == [1] * per_step + [2] * per_step
+    return samples
+
+
+def _assert_called_and_answered(samples, result: str) -> None:
+    """Some rollout called guess(number=5) and was answered ``result``, turn after turn."""
+    played = [row["episode"] for row in samples if len(row["episode"]) >= 2]
+    assert played, [row["episode"] for row in samples]
+    for turns in played:
+        assert turns[0]["turn"] == "model" and turns[1]["turn"] == "tool"
+        assert turns[0]["calls"] == [{"tool": turns[1]["tool"], "arguments": turns[0]["calls"][0]["arguments"]}]
+    assert any(turns[0]["calls"] == [{"tool": "guess", "arguments": {"number": 5}}] and turns[1]["result"] == result
+               for turns in played)
+
+
+def _assert_tool_curves(folder) -> None:
+    records = read_metrics(folder)
+    assert all(isinstance(record["tools/call_frequency"], float) for record in records)
+    assert any(record["tools/call_frequency"] > 0 for record in records)
+    steps, values = ChartData(records).points("tools/call_frequency")
+    assert steps == [1, 2] and values == [record["tools/call_frequency"] for record in records]
+
+
+@pytest.mark.slow
+@newer_only("tools")
+def test_a_model_calling_a_tool_trains_and_each_rollout_is_an_episode(tool_caller, tmp_path):
+    model, tokenizer = load_model(str(tool_caller), lora_rank=8)
+    train(model, tokenizer, game_rows(), [calls_reward], output_dir=tmp_path, tools=[guess], max_tool_calling_iterations=1,
+          **STEPS)
+    samples = _episodes(tmp_path)
+    _assert_called_and_answered(samples, "correct")
+    assert {row["ended"] for row in samples} <= {"done", "turn limit", "tool error"}
+    assert all(row["ended"] == "turn limit" for row in samples if row["episode"][-1]["calls"])
+    _assert_tool_curves(tmp_path)
+    assert read_run(tmp_path).chosen["rollouts"] == {"tools": ["guess"]}
+
+
+@pytest.mark.slow
+@newer_only("environment_factory")
+def test_an_environment_per_rollout_is_reset_with_its_row_and_scores_it(tool_caller, tmp_path):
+    model, tokenizer = load_model(str(tool_caller), lora_rank=8)
+    rows = game_rows().map(lambda row, i: {"secret": 5 if i % 2 == 0 else 3}, with_indices=True)
+    train(model, tokenizer, rows, [calls_reward], output_dir=tmp_path, environment_factory=NumberGuess,
+          max_tool_calling_iterations=1, **FOUR_ROWS_A_STEP)
+    samples = _episodes(tmp_path, per_step=8)
+    _assert_called_and_answered(samples, "correct")
+    answered = {turns[1]["result"] for turns in (row["episode"] for row in samples) if len(turns) >= 2}
+    assert answered <= {"correct", "lower", "higher"}
+    for row in samples:  # the environment's get_reward, logged under its class's name
+        found = any(turn.get("result") == "correct" for turn in row["episode"])
+        assert row["rewards"]["NumberGuess"] == pytest.approx(1.0 if found else 0.0)
+    _assert_tool_curves(tmp_path)
+    assert read_run(tmp_path).chosen["rollouts"] == {"environment_factory": "NumberGuess"}
+
+
+@pytest.mark.slow
+@newer_only("environment_per_row")
+def test_each_row_plays_the_environment_its_column_names(tool_caller, tmp_path):
+    model, tokenizer = load_model(str(tool_caller), lora_rank=8)
+    train(model, tokenizer, game_rows(), [calls_reward], output_dir=tmp_path, environment_factory=ENVIRONMENTS,
+          max_tool_calling_iterations=1, **FOUR_ROWS_A_STEP)
+    samples = _episodes(tmp_path, per_step=8)
+    # TRL logs each prompt as the environment's reset left it: LetterGuess adds its line
+    letters = [row for row in samples if row["prompt"][-1]["content"].endswith("Guess the letter.")]
+    assert 0 < len(letters) < len(samples)
+    # the model knows one tool, guess; where a row plays LetterGuess there is no such tool, and TRL answers an error
+    called = [row for row in letters if row["episode"][0]["calls"]]
+    assert called and all(row["ended"] == "tool error" and "not found" in row["episode"][1]["result"] for row in called)
+    assert any(record["tools/failure_frequency"] > 0 for record in read_metrics(tmp_path))
+    assert read_run(tmp_path).chosen["rollouts"] == {"environment_factory": {"numbers": "NumberGuess", "letters": "LetterGuess"}}
+
+
+@pytest.mark.slow
+@newer_only("rollout_func")
+def test_a_rollout_function_plays_the_game_itself_and_its_extra_keys_reach_the_rewards(tool_caller, tmp_path):
+    seen = []
+
+    def guesses_reward(completions, guesses, **kwargs):
+        seen.append(list(guesses))
+        return [float(n) for n in guesses]
+
+    model, tokenizer = load_model(str(tool_caller), lora_rank=8)
+    train(model, tokenizer, game_rows(), [guesses_reward], output_dir=tmp_path, rollout_func=play_number_guess, **STEPS)
+    samples = _episodes(tmp_path)
+    assert len(seen) == 2 and any(n > 0 for batch in seen for n in batch)
+    # TRL decodes a rollout function's completion as one reply: its episode is one model turn, the tool's result inside
+    assert all(len(row["episode"]) == 1 and row["ended"] == "done" for row in samples)
+    assert any("<tool_response>\ncorrect\n</tool_response>" in row["episode"][0]["text"] for row in samples)
+    assert [row["rewards"]["guesses_reward"] for row in samples] == [float(n) for batch in seen for n in batch]
