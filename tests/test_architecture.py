@@ -137,7 +137,7 @@ def test_each_constant_is_defined_once():
 
 
 # The layers, bottom first: a module may import from its own layer and the layers below it, never above.
-LAYERS = ["machine", "data", "run", "model", "guards", "monitor", "evaluation", "training", "launch"]
+LAYERS = ["machine", "data", "run", "model", "environments", "guards", "monitor", "evaluation", "training", "launch"]
 # what every layer speaks through: its logger, its two error kinds, the shapes of what users give
 TOP_LEVEL = {"__init__", "__main__", "log", "errors", "shapes"}
 
