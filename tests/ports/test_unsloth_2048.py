@@ -14,6 +14,7 @@ import importlib.util
 import linecache
 import sys
 import sysconfig
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -41,6 +42,11 @@ NOTEBOOK_SCORES = {  # what each of its rewards pays (cells 43, 45, 47)
 
 def _fenced(code: str) -> list[dict]:
     return [{"role": "assistant", "content": f"```python\n{code.strip()}\n```"}]
+
+
+def _in_a_thread(reward, completions):
+    with ThreadPoolExecutor(max_workers=1) as worker:
+        return worker.submit(reward, completions).result()
 
 
 def _run_cell(number: int, ns: dict) -> None:
@@ -108,6 +114,9 @@ def test_unsloths_2048_notebook_trains_as_written(notebook, capsys):
     # in this, the main thread), no function
     strategies = [_fenced(FIRST_MOVE_THAT_CHANGES), _fenced("def strategy(board):\n    return 'W'"), _fenced("x = 1")]
     assert ns["strategy_succeeds"](strategies) == [2.0, -1.0, 0]
+    # off the main thread (an async reward, a reward run in a worker), SIGALRM cannot be used: time_limit raises
+    # RuntimeError, which strategy_succeeds scores as a strategy that raised, the honest one too
+    assert _in_a_thread(ns["strategy_succeeds"], strategies) == [-3.0, -3.0, 0]
 
 
 @pytest.mark.slow
@@ -121,3 +130,4 @@ def test_unsloths_2048_notebook_trains_with_the_sandboxed_game_reward(notebook, 
     assert all(row["rewards"]["game_reward"] in (0.0, 2.0, 20.0) for row in samples)
     strategies = [_fenced(FIRST_MOVE_THAT_CHANGES), _fenced("def strategy(board):\n    return 'W'"), _fenced("x = 1")]
     assert strategy_reward(completions=strategies) == [2.0, 0.0, 0.0]
+    assert _in_a_thread(lambda completions: strategy_reward(completions=completions), strategies) == [2.0, 0.0, 0.0]
