@@ -23,6 +23,7 @@ import inspect
 import json
 import math
 import random
+import textwrap
 import types
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -65,7 +66,7 @@ def _harness(harness: str | Callable) -> tuple[str, str]:
         raise TypeError(f"harness: expected a function harness(strategy, seed) -> score, defined with def, or its name; "
                         f"got {type(harness).__name__}")
     try:
-        return harness.__name__, inspect.getsource(harness)
+        return harness.__name__, textwrap.dedent(inspect.getsource(harness))  # a function defined inside another is indented
     except OSError:
         raise ValueError(f"harness: the source of {harness.__name__} cannot be read; define it in a file, or in the game's source") from None
 
@@ -77,7 +78,8 @@ def _defines(tree: ast.Module, name: str) -> bool:
 class GameReward:
     """The mean score of the model's ``function`` over games, each played in the sandbox against the game's
     ``harness(strategy, seed)``; ``floor`` for a game not played to its end (this module's docstring says when).
-    ``seeds`` fixes the games; without it each call draws one fresh seed, the same for all its completions.
+    ``seeds`` fixes the games; without it each call draws one fresh seed, the same for all its completions. ``name``
+    is the name TRL logs it under (``rewards/<name>/mean``).
 
     >>> game = '''
     ... def play(strategy, seed):
@@ -95,21 +97,21 @@ class GameReward:
     [3.0, -1.0, -1.0]
     """
 
-    __name__ = "game_reward"
     runs_code = True  # train() and the reward lab make sure the sandbox can run it before they start
 
     def __init__(self, game: str | types.ModuleType, harness: str | Callable = "play", *, function: str = "strategy",
-                 seeds: Sequence[int] | None = None, floor: float = 0.0, timeout: float = 5.0, memory_mb: int = 512):
-        name, harness_source = _harness(harness)
+                 seeds: Sequence[int] | None = None, floor: float = 0.0, timeout: float = 5.0, memory_mb: int = 512,
+                 name: str = "game_reward"):
+        harness_name, harness_source = _harness(harness)
         source = _source_of(game) + ("\n\n" + harness_source if harness_source else "")
         try:
             tree = ast.parse(source)
         except SyntaxError as error:
             raise ValueError(f"game: its source does not compile ({error}); pass the game's Python source") from None
-        if not _defines(tree, name):
-            raise ValueError(f"harness: the game defines no function {name!r}; add `def {name}(strategy, seed): ... return score` "
+        if not _defines(tree, harness_name):
+            raise ValueError(f"harness: the game defines no function {harness_name!r}; add `def {harness_name}(strategy, seed): ... return score` "
                              "to its source, or pass harness=<the function>")
-        if not function.isidentifier():
+        if not isinstance(function, str) or not function.isidentifier():
             raise ValueError(f"function: {function!r} is not a function name; pass the name the prompt asks the model to define")
         if seeds is not None:
             seeds = list(seeds)
@@ -117,9 +119,12 @@ class GameReward:
                 raise ValueError(f"seeds: expected a non-empty list of ints, got {seeds!r:.80}; or leave it out for a fresh seed per call")
         if not isinstance(floor, (int, float)) or not math.isfinite(floor):
             raise ValueError(f"floor: expected a finite number, got {floor!r}")
-        if not timeout > 0 or not (isinstance(memory_mb, int) and memory_mb > 0):
+        if not (isinstance(timeout, (int, float)) and timeout > 0) or not (isinstance(memory_mb, int) and memory_mb > 0):
             raise ValueError(f"timeout and memory_mb must be positive (got {timeout!r} s, {memory_mb!r} MiB)")
-        self.source, self.harness, self.function = source, name, function
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"name: expected the name TRL logs the reward under, got {name!r}")
+        self.__name__ = name
+        self.source, self.harness, self.function = source, harness_name, function
         self.seeds, self.floor = seeds, float(floor)
         self.limits = {"timeout": timeout, "memory_mb": memory_mb}
 

@@ -202,8 +202,14 @@ def test_a_game_module_and_a_harness_function(tmp_path):
     spec = importlib.util.spec_from_file_location("guessing", tmp_path / "guessing.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    reward = GameReward(module, play_guess, seeds=[3])
+    reward = GameReward(module, play_guess, seeds=[3], name="guess_reward")
     assert reward(completions=[completion("def strategy():\n    return 21"), completion("def strategy():\n    return 20")]) == [1.0, 0.0]
+    assert reward.__name__ == "guess_reward"
+
+    def play_twice(strategy, seed):  # indented where it is defined: the game's sandbox gets it dedented
+        return float(strategy() + strategy() == 2 * secret(seed))  # noqa: F821 - the game module's
+
+    assert GameReward(module, play_twice, seeds=[3])(completions=[completion("def strategy():\n    return 21")]) == [1.0]
 
 
 def play_guess(strategy, seed):
@@ -227,7 +233,8 @@ def test_bad_input_is_refused_at_construction_naming_the_argument(arguments, err
 
 @pytest.mark.parametrize("keywords, word", [
     ({"function": "def strategy"}, "function"), ({"seeds": []}, "seeds"), ({"seeds": [1.5]}, "seeds"),
-    ({"floor": float("nan")}, "floor"), ({"timeout": 0}, "timeout"), ({"memory_mb": -1}, "memory_mb"),
+    ({"floor": float("nan")}, "floor"), ({"timeout": 0}, "timeout"), ({"timeout": "5"}, "timeout"), ({"memory_mb": -1}, "memory_mb"),
+    ({"function": None}, "function"), ({"name": ""}, "name"),
 ])
 def test_bad_options_are_refused_at_construction(keywords, word):
     with pytest.raises(ValueError, match=word):

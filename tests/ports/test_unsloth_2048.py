@@ -124,10 +124,10 @@ def test_unsloths_2048_notebook_trains_with_the_sandboxed_game_reward(notebook, 
     ns, args, output_dir = notebook
     # REPLACED (the point): strategy_succeeds and its in-process helpers, by the same game (cell 10) and scores
     # played in the sandbox; a move other than W, A, S or D and every failure earn the floor, 0.0, what the notebook
-    # pays for no function
-    strategy_reward = GameReward(CELLS[10] + HARNESS, "play")
+    # pays for no function; logged under the notebook's name
+    strategy_reward = GameReward(CELLS[10] + HARNESS, "play", name="strategy_succeeds")
     samples = _trains(ns, args, output_dir, [ns["function_works"], ns["no_cheating"], strategy_reward], capsys)
-    assert all(row["rewards"]["game_reward"] in (0.0, 2.0, 20.0) for row in samples)
+    assert all(row["rewards"]["strategy_succeeds"] in (0.0, 2.0, 20.0) for row in samples)
     strategies = [_fenced(FIRST_MOVE_THAT_CHANGES), _fenced("def strategy(board):\n    return 'W'"), _fenced("x = 1")]
     assert strategy_reward(completions=strategies) == [2.0, 0.0, 0.0]
     assert _in_a_thread(lambda completions: strategy_reward(completions=completions), strategies) == [2.0, 0.0, 0.0]
