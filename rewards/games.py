@@ -114,9 +114,9 @@ class GameReward:
         if not isinstance(function, str) or not function.isidentifier():
             raise ValueError(f"function: {function!r} is not a function name; pass the name the prompt asks the model to define")
         if seeds is not None:
-            seeds = list(seeds)
-            if not seeds or any(type(seed) is not int for seed in seeds):
+            if not isinstance(seeds, (list, tuple, range)) or not seeds or any(type(seed) is not int for seed in seeds):
                 raise ValueError(f"seeds: expected a non-empty list of ints, got {seeds!r:.80}; or leave it out for a fresh seed per call")
+            seeds = list(seeds)
         if not isinstance(floor, (int, float)) or not math.isfinite(floor):
             raise ValueError(f"floor: expected a finite number, got {floor!r}")
         if not (isinstance(timeout, (int, float)) and timeout > 0) or not (isinstance(memory_mb, int) and memory_mb > 0):

@@ -232,7 +232,7 @@ def test_bad_input_is_refused_at_construction_naming_the_argument(arguments, err
 
 
 @pytest.mark.parametrize("keywords, word", [
-    ({"function": "def strategy"}, "function"), ({"seeds": []}, "seeds"), ({"seeds": [1.5]}, "seeds"),
+    ({"function": "def strategy"}, "function"), ({"seeds": []}, "seeds"), ({"seeds": [1.5]}, "seeds"), ({"seeds": 3}, "seeds"),
     ({"floor": float("nan")}, "floor"), ({"timeout": 0}, "timeout"), ({"timeout": "5"}, "timeout"), ({"memory_mb": -1}, "memory_mb"),
     ({"function": None}, "function"), ({"name": ""}, "name"),
 ])
