@@ -9,9 +9,9 @@ as ``rewards/<name>/mean``.
     check_rewards(GSM8K_REWARDS, [{"completion": "<answer>4</answer>", "answer": "4"}])
     trainer = GRPOTrainer(..., reward_funcs=GSM8K_REWARDS)
 
-The package exports the reward functions, the presets, ``check_rewards``, ``RewardSet`` / ``weighted`` and
-``resolve_rewards``. The rest lives in its module: the classes behind the configurable rewards
-(``rewards.length.IdealLength(ideal_words=...)``, ``rewards.correctness.NumericCorrectness``, ...),
+The package exports the reward functions, the presets, ``check_rewards``, ``RewardSet`` / ``weighted``,
+``resolve_rewards`` and ``GameReward`` (made for the user's game). The rest lives in its module: the classes behind the
+configurable rewards (``rewards.length.IdealLength(ideal_words=...)``, ``rewards.correctness.NumericCorrectness``, ...),
 ``rewards.combine`` (``AdaptiveReward``, ``Combined``, ``reward_name``), ``rewards.registry`` (``REWARDS``,
 ``resolve``) and ``rewards.check`` (``RewardReport``, ``Problem``). docs/rewards.md lists them all.
 """
@@ -36,6 +36,7 @@ from .format import (
     think_format_reward,
     xml_count_reward,
 )
+from .games import GameReward
 from .length import cosine_length_reward, ideal_length_reward, len_reward, max_length_penalty, min_length_reward, soft_overlong_punishment
 from .presets import (
     CODE_GENERATION_REWARDS,
@@ -83,6 +84,8 @@ __all__ = [
     "code_block_format_reward",
     "no_syntax_error_reward",
     "code_execution_reward",
+    # games: the model's function plays a game in the sandbox (configured with the game, so a class)
+    "GameReward",
     # combined rewards, and weights for TRL's reward_weights
     "math_problem_reward",
     "code_generation_reward",

@@ -62,7 +62,8 @@ class CodeBlockFormat:
 code_block_format_reward = CodeBlockFormat()
 
 
-def _compiles(code: str | None) -> bool:
+def compiles(code: str | None) -> bool:
+    """Whether there is code, at most MAX_CODE_CHARS of it, and it compiles (nothing is run)."""
     if not code or len(code) > MAX_CODE_CHARS:
         return False
     try:
@@ -78,7 +79,7 @@ def no_syntax_error_reward(prompts=None, completions=(), **kwargs) -> list[float
     >>> no_syntax_error_reward(completions=["```python\\nx = 1\\n```", "```python\\nx = (\\n```", "no code"])
     [0.2, 0.0, 0.0]
     """
-    return [0.2 if _compiles(extract_code_block(strip_reasoning(completion_text(c)))) else 0.0 for c in completions]
+    return [0.2 if compiles(extract_code_block(strip_reasoning(completion_text(c)))) else 0.0 for c in completions]
 
 
 def parse_test_cases(value: Any) -> list[dict[str, Any]] | None:

@@ -98,7 +98,7 @@ def from_wire(data: Any, remote: Callable[[int], Any] | None = None) -> Any:
     raise WireError(f"not a plain value tagged {tag!r:.40}")
 
 
-class _Pipe:
+class Pipe:
     """One JSON message a line, each way, bounded in size."""
 
     def __init__(self, inbox: int, outbox: int):
@@ -116,7 +116,7 @@ class _Pipe:
         return json.loads(line)
 
 
-def serve(pipe: _Pipe) -> None:
+def serve(pipe: Pipe) -> None:
     """Run the program, then answer each request until the grader closes the pipe."""
     program = {"__name__": "__main__", "__file__": "solution.py", "__builtins__": builtins}
     with open("solution.py") as source:
@@ -199,7 +199,7 @@ class Remote:
 class Grader:
     """Evaluates checks with the program's names as :class:`Remote` objects in the program's process."""
 
-    def __init__(self, pipe: _Pipe):
+    def __init__(self, pipe: Pipe):
         self.pipe = pipe
         self.scope = {"__builtins__": builtins, **{name: importlib.import_module(name) for name in GRADER_MODULES}}
 
@@ -252,7 +252,7 @@ def program_names(tree: ast.AST) -> list[str]:
     return sorted(used - bound - set(dir(builtins)) - set(GRADER_MODULES))
 
 
-def grade(pipe: _Pipe, stop_at_first_failure: bool) -> None:
+def grade(pipe: Pipe, stop_at_first_failure: bool) -> None:
     """One line per check, in order: ``<index> pass`` or ``<index> fail``."""
     with open("checks.json") as checks_file:
         checks = json.load(checks_file)
@@ -280,6 +280,6 @@ def verdicts(stdout: str, checks: int) -> list[bool]:
 if __name__ == "__main__":
     role, *options, inbox, outbox = sys.argv[1:]
     if role == "serve":
-        serve(_Pipe(int(inbox), int(outbox)))
+        serve(Pipe(int(inbox), int(outbox)))
     else:
-        grade(_Pipe(int(inbox), int(outbox)), stop_at_first_failure="stop" in options)
+        grade(Pipe(int(inbox), int(outbox)), stop_at_first_failure="stop" in options)

@@ -61,7 +61,7 @@ def test_every_documented_name_imports_from_rewards():
 
 
 PUBLIC = [
-    "CODE_GENERATION_REWARDS", "GSM8K_REWARDS", "MATH_REASONING_REWARDS", "QA_REWARDS", "REWARD_PRESETS", "RewardSet",
+    "CODE_GENERATION_REWARDS", "GSM8K_REWARDS", "GameReward", "MATH_REASONING_REWARDS", "QA_REWARDS", "REWARD_PRESETS", "RewardSet",
     "SUMMARIZATION_REWARDS", "check_rewards", "citation_reward", "code_block_format_reward", "code_execution_reward",
     "code_generation_reward", "cosine_length_reward", "exact_match_reward", "fuzzy_match_reward", "ideal_length_reward",
     "incremental_format_reward", "int_answer_reward", "json_format_reward", "len_reward", "math_equivalence_reward",
