@@ -80,23 +80,28 @@ def guess(number: int) -> str:
     return NumberGuess().guess(number)
 
 
-def build_tool_calling_model(path: Path) -> Path:
-    """A tiny Qwen2 with Qwen2.5's chat template, fine-tuned until it answers the games' prompts (tests/test_rollouts.py:
-    the number game with ``guess`` as its tool, and the letter game's, whose tool is another) with :data:`REPLY`,
-    saved to ``path``."""
+def guessing_lessons() -> list[tuple[list, str, str]]:
+    """(tools, question, reply) the tool-calling model learns for tests/test_rollouts.py: the number game with ``guess`` as
+    its tool, and the letter game's, whose tool is another, each answered with :data:`REPLY`."""
+    return [(tools, f"Find my number from 1 to {top}.{told}", REPLY) for top in (7, 8, 9)
+            for tools, told in (([guess], ""), ([LetterGuess().guess_letter], "Guess the letter."))]
+
+
+def build_tool_calling_model(path: Path, lessons: list[tuple[list, str, str]] | None = None) -> Path:
+    """A tiny Qwen2 with Qwen2.5's chat template, fine-tuned until it answers each lesson's question, asked with its
+    tools, with its reply (default :func:`guessing_lessons`), saved to ``path``."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     folder = TOOL_CALLING.build(path)
     tokenizer = AutoTokenizer.from_pretrained(folder)
     model = AutoModelForCausalLM.from_pretrained(folder)
-    reply = tokenizer(REPLY, add_special_tokens=False)["input_ids"]
     examples = []
-    for top in (7, 8, 9):
-        for tools, told in (([guess], ""), ([LetterGuess().guess_letter], "Guess the letter.")):
-            question = [{"role": "user", "content": f"Find my number from 1 to {top}.{told}"}]
-            text = tokenizer.apply_chat_template(question, tools=tools, add_generation_prompt=True, tokenize=False)
-            prompt = tokenizer(text, add_special_tokens=False)["input_ids"]
-            examples.append((torch.tensor([prompt + reply]), torch.tensor([[-100] * len(prompt) + reply])))
+    for tools, question, reply in lessons or guessing_lessons():
+        text = tokenizer.apply_chat_template([{"role": "user", "content": question}], tools=tools, add_generation_prompt=True,
+                                             tokenize=False)
+        prompt = tokenizer(text, add_special_tokens=False)["input_ids"]
+        answer = tokenizer(reply, add_special_tokens=False)["input_ids"]
+        examples.append((torch.tensor([prompt + answer]), torch.tensor([[-100] * len(prompt) + answer])))
     optimizer = torch.optim.AdamW(model.parameters(), lr=4e-3)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)

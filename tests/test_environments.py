@@ -5,6 +5,7 @@ import inspect
 import re
 
 import pytest
+from stacks import newer_only
 
 from grpo_lite.environments.gymnasium_env import gymnasium_environment
 from grpo_lite.run.settings import ConfigError
@@ -78,3 +79,39 @@ def test_without_a_text_rendering_the_observation_or_show_is_what_the_model_sees
 def test_what_cannot_be_played_is_refused_naming_the_environment(call, message):
     with pytest.raises(ConfigError, match=re.escape(f"gymnasium_environment({call['env_id']!r}") + ".*" + re.escape(message)):
         gymnasium_environment(**call)
+
+
+ACT_RIGHT = '<tool_call>\n{"name": "act", "arguments": {"action": "right"}}\n</tool_call><|im_end|>'
+
+
+@pytest.mark.slow
+@newer_only("environment_factory")
+def test_a_model_plays_a_gymnasium_game_through_trl_and_each_rollout_is_an_episode(tmp_path):
+    from games import build_tool_calling_model
+
+    from grpo_lite import load_model, prepare_dataset, read_metrics, train
+    from grpo_lite.monitor.samples import read_samples
+
+    FrozenLake = gymnasium_environment("FrozenLake-v1", actions=MOVES, is_slippery=False)
+    question = "Walk from S to G on the ice, around the holes."
+    # a tiny model taught to answer the game's prompt, the act tool's schema in it, with one move: the tool loop runs
+    game = FrozenLake()  # TRL appends what reset returns (the board) to the question
+    lessons = [([game.act], question + game.reset(seed=0), ACT_RIGHT)]
+    model, tokenizer = load_model(str(build_tool_calling_model(tmp_path / "model", lessons)), lora_rank=8)
+    rows = prepare_dataset([{"question": question, "answer": "", "seed": i} for i in range(4)], system_prompt=None)
+
+    def moved(completions, **kwargs):
+        return [float("act" in str(completion)) for completion in completions]
+
+    train(model, tokenizer, rows, [moved], output_dir=tmp_path / "run", environment_factory=FrozenLake, preset="cpu-smoke",
+          max_steps=2, num_generations=4, per_device_train_batch_size=4, max_completion_length=192,
+          max_tool_calling_iterations=2, dashboard=False)
+    samples = read_samples(tmp_path / "run")
+    played = [row["episode"] for row in samples if len(row["episode"]) >= 2]
+    assert played, [row["episode"] for row in samples]
+    for turns in played:  # the model's move, then the board as the game answered it, the player one cell on
+        assert turns[0]["calls"] == [{"tool": "act", "arguments": {"action": "right"}}] and turns[1]["tool"] == "act"
+        assert turns[1]["result"].split("\n")[1] == "S[F]FF" and turns[1]["result"].endswith("Reward: 0.")
+    for row in samples:  # the game's own reward, named after the environment's class
+        assert row["rewards"]["FrozenLake"] == 0.0
+    assert any(record["tools/call_frequency"] > 0 for record in read_metrics(tmp_path / "run"))
