@@ -31,6 +31,7 @@ from pathlib import Path
 
 from . import game_play, grading
 from .code import compiles
+from .errors import RewardError
 from .extract import completion_text, extract_code_block, strip_reasoning
 from .sandbox import Connected, Program, SandboxResult, run_async, run_batch
 
@@ -50,25 +51,25 @@ def _source_of(game: str | types.ModuleType) -> str:
         try:
             return inspect.getsource(game)
         except (OSError, TypeError):
-            raise ValueError(f"game: the module {game.__name__} has no source file to read; pass its source as text") from None
+            raise RewardError(f"game: the module {game.__name__} has no source file to read; pass its source as text") from None
     if isinstance(game, str):
         return game
-    raise TypeError(f"game: expected the game's Python source (str) or an imported module, got {type(game).__name__}")
+    raise RewardError(f"game: expected the game's Python source (str) or an imported module, got {type(game).__name__}")
 
 
 def _harness(harness: str | Callable) -> tuple[str, str]:
     """The harness's name and the source to add to the game's (none when the game defines it)."""
     if isinstance(harness, str):
         if not harness.isidentifier():
-            raise ValueError(f"harness: {harness!r} is not a function name; name a function of the game, or pass the function")
+            raise RewardError(f"harness: {harness!r} is not a function name; name a function of the game, or pass the function")
         return harness, ""
     if not isinstance(harness, types.FunctionType) or harness.__name__ == "<lambda>":
-        raise TypeError(f"harness: expected a function harness(strategy, seed) -> score, defined with def, or its name; "
+        raise RewardError(f"harness: expected a function harness(strategy, seed) -> score, defined with def, or its name; "
                         f"got {type(harness).__name__}")
     try:
         return harness.__name__, textwrap.dedent(inspect.getsource(harness))  # a function defined inside another is indented
     except OSError:
-        raise ValueError(f"harness: the source of {harness.__name__} cannot be read; define it in a file, or in the game's source") from None
+        raise RewardError(f"harness: the source of {harness.__name__} cannot be read; define it in a file, or in the game's source") from None
 
 
 def _defines(tree: ast.Module, name: str) -> bool:
@@ -107,22 +108,22 @@ class GameReward:
         try:
             tree = ast.parse(source)
         except SyntaxError as error:
-            raise ValueError(f"game: its source does not compile ({error}); pass the game's Python source") from None
+            raise RewardError(f"game: its source does not compile ({error}); pass the game's Python source") from None
         if not _defines(tree, harness_name):
-            raise ValueError(f"harness: the game defines no function {harness_name!r}; add `def {harness_name}(strategy, seed): ... return score` "
+            raise RewardError(f"harness: the game defines no function {harness_name!r}; add `def {harness_name}(strategy, seed): ... return score` "
                              "to its source, or pass harness=<the function>")
         if not isinstance(function, str) or not function.isidentifier():
-            raise ValueError(f"function: {function!r} is not a function name; pass the name the prompt asks the model to define")
+            raise RewardError(f"function: {function!r} is not a function name; pass the name the prompt asks the model to define")
         if seeds is not None:
             if not isinstance(seeds, (list, tuple, range)) or not seeds or any(type(seed) is not int for seed in seeds):
-                raise ValueError(f"seeds: expected a non-empty list of ints, got {seeds!r:.80}; or leave it out for a fresh seed per call")
+                raise RewardError(f"seeds: expected a non-empty list of ints, got {seeds!r:.80}; or leave it out for a fresh seed per call")
             seeds = list(seeds)
         if not isinstance(floor, (int, float)) or not math.isfinite(floor):
-            raise ValueError(f"floor: expected a finite number, got {floor!r}")
+            raise RewardError(f"floor: expected a finite number, got {floor!r}")
         if not (isinstance(timeout, (int, float)) and timeout > 0) or not (isinstance(memory_mb, int) and memory_mb > 0):
-            raise ValueError(f"timeout and memory_mb must be positive (got {timeout!r} s, {memory_mb!r} MiB)")
+            raise RewardError(f"timeout and memory_mb must be positive (got {timeout!r} s, {memory_mb!r} MiB)")
         if not isinstance(name, str) or not name:
-            raise ValueError(f"name: expected the name TRL logs the reward under, got {name!r}")
+            raise RewardError(f"name: expected the name TRL logs the reward under, got {name!r}")
         self.__name__ = name
         self.source, self.harness, self.function = source, harness_name, function
         self.seeds, self.floor = seeds, float(floor)

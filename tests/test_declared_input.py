@@ -316,6 +316,8 @@ NOT_REFUSALS = {
     ("grpo_lite/data/arithmetic.py", "ValueError"), ("grpo_lite/monitor/figure.py", "ValueError"),
     ("grpo_lite/guards/time_limit.py", "ValueError"), ("grpo_lite/guards/time_limit.py", "RuntimeError"),
     ("grpo_lite/monitor/stop_button.py", "RuntimeError"),
+    # the game's sandbox refusing what the model's strategy answered; an environment's tool answering the model's move
+    ("rewards/game_play.py", "TypeError"), ("grpo_lite/environments/gymnasium_env.py", "ValueError"),
 }
 
 

@@ -20,6 +20,7 @@ import pytest
 from ports.game_2048 import FIRST_MOVE_THAT_CHANGES, HARNESS
 from ports.unsloth_2048_cells import CELLS
 
+from rewards.errors import RewardError
 from rewards.extract import extract_code_block
 from rewards.games import AsyncGameReward, GameReward
 
@@ -114,7 +115,7 @@ def corpus(trainer) -> dict[str, tuple[str, float]]:
         "opens a socket to the trainer": (attack(f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=1)"), FLOOR),
         "sets the game won, found by gc": (attack("""
             import gc
-            games = [o for o in gc.get_objects() if hasattr(type(o), 'do_action') and hasattr(o, '_state')]
+            games = [o for o in gc.get_objects() if type(o).__name__ == 'GameBoard']  # the game's class, named in its source
             if not games:
                 raise LookupError('no game in this process')
             for game in games:
@@ -124,14 +125,14 @@ def corpus(trainer) -> dict[str, tuple[str, float]]:
             frame, found = inspect.currentframe(), False
             while frame is not None:
                 for value in list(frame.f_locals.values()):
-                    if hasattr(value, '_state') and hasattr(value, 'do_action'):
+                    if type(value).__name__ == 'GameBoard':
                         value._state, found = 'success', True
                 frame = frame.f_back
             if not found:
                 raise LookupError('no game up the stack')"""), FLOOR),
         "monkeypatches the game": (attack("""
             import sys
-            patched = [m for m in list(sys.modules.values()) if hasattr(m, 'GameBoard')]
+            patched = [m for m in list(sys.modules.values()) if 'GameBoard' in getattr(m, '__dict__', {})]  # no lazy import
             if not patched:
                 raise LookupError('no game module here')
             for module in patched:
@@ -219,10 +220,10 @@ def play_guess(strategy, seed):
 @pytest.mark.parametrize("arguments, error, words", [
     ((GAME, "play_forever"), ValueError, ["harness", "no function 'play_forever'", "def play_forever(strategy, seed)"]),
     ((CELLS[10],), ValueError, ["harness", "def play(strategy, seed)"]),
-    ((GAME, 42), TypeError, ["harness", "int"]),
-    ((GAME, lambda strategy, seed: 1), TypeError, ["harness", "defined with def"]),
+    ((GAME, 42), RewardError, ["harness", "int"]),
+    ((GAME, lambda strategy, seed: 1), RewardError, ["harness", "defined with def"]),
     ((GAME, "not a name"), ValueError, ["harness", "not a function name"]),
-    ((42,), TypeError, ["game", "source (str) or an imported module"]),
+    ((42,), RewardError, ["game", "source (str) or an imported module"]),
     (("def play(:",), ValueError, ["game", "does not compile"]),
 ])
 def test_bad_input_is_refused_at_construction_naming_the_argument(arguments, error, words):
