@@ -44,6 +44,7 @@ _EXPORTS = {
     "train_stages": ".training.stages",
     "Stage": ".training.stages",
     "gymnasium_environment": ".environments.gymnasium_env",
+    "http_environment": ".environments.http_env",
     "LiveDashboard": ".monitor.dashboard",
     "show_run": ".monitor.show",
     "read_metrics": ".monitor.metrics",
@@ -62,6 +63,7 @@ __all__ = list(_EXPORTS)
 if TYPE_CHECKING:  # what editors and type checkers see; at run time each name loads on first use
     from .data.prepare import REASONING_SYSTEM_PROMPT, load_builtin, prepare_dataset
     from .environments.gymnasium_env import gymnasium_environment
+    from .environments.http_env import http_environment
     from .evaluation.group_preview import preview
     from .evaluation.rescore import rescore_run
     from .evaluation.scoring import compare, evaluate

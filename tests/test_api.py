@@ -10,7 +10,8 @@ import grpo_lite
 ROOT = Path(__file__).resolve().parents[1]
 GRPO_LITE_API = [
     "check_runtime", "run_dir", "load_model", "build_tiny_model", "prepare_dataset", "load_builtin",
-    "REASONING_SYSTEM_PROMPT", "preview", "plan", "warmup_format", "train", "train_stages", "Stage", "gymnasium_environment", "LiveDashboard", "show_run",
+    "REASONING_SYSTEM_PROMPT", "preview", "plan", "warmup_format", "train", "train_stages", "Stage", "gymnasium_environment",
+    "http_environment", "LiveDashboard", "show_run",
     "read_metrics", "rescore_run", "evaluate", "compare", "export", "generate", "run_demo",
 ]
 

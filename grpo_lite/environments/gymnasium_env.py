@@ -1,25 +1,22 @@
 """A gymnasium environment as a TRL environment: the model plays it through one tool, ``act``.
 
-TRL's GRPOTrainer (1.15, ``environment_factory=``) calls the factory with no arguments, once per rollout; calls
-``reset(**row)`` with the dataset row and appends what it returns to the prompt; offers every public method but
-``reset`` and ``get_reward`` as a tool, described by its docstring and type hints (transformers' ``get_json_schema``);
-records a tool's exception as a failed call; and scores each rollout with ``get_reward()``. ``gymnasium_environment``
-makes that class for one gymnasium environment with a discrete action space: ``act(action)`` takes one of the named
-actions (the tool's schema lists them as an enum), answers with what the game shows next and the step's reward, and the
-episode's reward is the sum of its steps'. A row's ``seed`` column, where it has one, seeds the episode.
+Each instance is an :class:`~grpo_lite.environments.episode.Episode`, where how TRL plays it is told.
+``gymnasium_environment`` makes that class for one gymnasium environment with a discrete action space: ``act(action)``
+takes one of the named actions (the tool's schema lists them as an enum), answers with what the game shows next and the
+step's reward, and the episode's reward is the sum of its steps'. A row's ``seed`` column, where it has one, seeds the episode.
 
     FrozenLake = gymnasium_environment("FrozenLake-v1", actions=["left", "down", "right", "up"], is_slippery=False)
-    train(model, tokenizer, dataset, [], environment_factory=FrozenLake, ...)
+    train(model, tokenizer, dataset, rewards, environment_factory=FrozenLake, ...)
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..run.settings import ConfigError
+from .episode import Episode, act_tool
 
 # toy-text games mark the player's cell by colouring it; a text model sees it in brackets instead
 _HIGHLIGHT = re.compile(r"\x1b\[[0-9;]*m(.*?)\x1b\[0m", re.DOTALL)
@@ -35,7 +32,7 @@ def plain_text(ansi: str) -> str:
     return _ESCAPE.sub("", _HIGHLIGHT.sub(r"[\1]", ansi)).strip("\n")
 
 
-class GymnasiumEnvironment:
+class GymnasiumEnvironment(Episode):
     """One episode of a gymnasium environment at a time; subclasses made by :func:`gymnasium_environment` name the
     environment, its actions and the ``act`` tool."""
 
@@ -45,35 +42,21 @@ class GymnasiumEnvironment:
     _show: Callable[[Any, Any], str] | None
 
     def __init__(self):
+        super().__init__()
         self._env = type(self)._make()
-        self.reward = 0.0
-        self.turns = 0
-        self.terminated = self.truncated = False
 
     def reset(self, **row) -> str:
         seed = row.get("seed")
         observation, _ = self._env.reset(seed=int(seed) if seed is not None else None)
-        self.reward, self.turns = 0.0, 0
-        self.terminated = self.truncated = False
+        self._begin()
         return "\n\n" + self._observed(observation)
 
-    def get_reward(self) -> float:
-        return self.reward
-
-    @property
-    def done(self) -> bool:
-        return self.terminated or self.truncated
-
     def _act(self, action: str) -> str:
-        if self.done:
-            raise ValueError("the episode is over: no more actions")
+        self._refuse_when_over()
         if action not in self._action_names:
             raise ValueError(f"unknown action {action!r}: take one of {', '.join(self._action_names)}")
-        observation, reward, self.terminated, self.truncated, _ = self._env.step(self._action_names[action])
-        self.reward += float(reward)
-        self.turns += 1
-        ended = " The episode is over." if self.terminated else " The episode ran out of turns." if self.truncated else ""
-        return f"{self._observed(observation)}\nReward: {float(reward):g}.{ended}"
+        observation, reward, terminated, truncated, _ = self._env.step(self._action_names[action])
+        return self._stepped(self._observed(observation), float(reward), terminated, truncated)
 
     def _observed(self, observation) -> str:
         if self._show is not None:
@@ -81,16 +64,6 @@ class GymnasiumEnvironment:
         if self._env.render_mode == "ansi":
             return plain_text(self._env.render())
         return str(observation)
-
-
-def _act_tool(action_names: Sequence[str]) -> Callable:
-    def act(self, action: str) -> str:
-        return self._act(action)
-
-    # the schema TRL renders into the prompt comes from this docstring; "(choices: [...])" becomes the argument's enum
-    act.__doc__ = ("Take one action in the game and see what happens next.\n\nArgs:\n"
-                   f"    action: The action to take. (choices: {json.dumps(list(action_names))})\n")
-    return act
 
 
 def gymnasium_environment(env_id: str, *, actions: Sequence[str] | Mapping[str, int] | None = None,
@@ -135,6 +108,6 @@ def gymnasium_environment(env_id: str, *, actions: Sequence[str] | Mapping[str, 
         "_make": staticmethod(lambda: gymnasium.make(env_id, **options)),
         "_action_names": action_names,
         "_show": staticmethod(show) if show else None,
-        "act": _act_tool(list(action_names)),
+        "act": act_tool(str, "The action to take.", list(action_names)),
         "__doc__": f"{env_id}, played through the act tool.",
     })
