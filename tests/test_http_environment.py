@@ -141,7 +141,7 @@ def test_a_rollout_beyond_the_servers_is_refused_and_a_gone_instance_frees_its_s
     Game = number_game(servers[:1])
     first = Game()
     first.reset()
-    with pytest.raises(RuntimeError, match="each of its 1 servers is played by another rollout"):
+    with pytest.raises(ConfigError, match="each of its 1 servers is played by another rollout"):
         Game().reset()
     del first
     Game().reset()

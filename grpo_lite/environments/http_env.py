@@ -113,7 +113,7 @@ class HttpEnvironment(Episode):
         kind = type(self)
         with kind._lease_lock:
             if not kind._free:
-                raise RuntimeError(f"{kind.__name__}: each of its {len(kind._servers)} servers is played by another "
+                raise ConfigError(f"{kind.__name__}: each of its {len(kind._servers)} servers is played by another "
                                    "rollout: a server holds one episode, and TRL plays one environment per rollout at "
                                    "once (num_generations times the rollouts per batch); start that many servers and "
                                    "give them all to http_environment")
