@@ -51,6 +51,13 @@ def test_correctness_function_is_a_parameter(rows):
     assert score(rows, ["<answer>4</answer>", "<answer>5</answer>", "<answer>6</answer>"]).accuracy == 1.0
 
 
+def test_a_word_answer_is_correct_by_exact_match_and_a_number_by_value():
+    rows = prepare_dataset([{"question": "What colour?", "answer": "red"}, {"question": "How many?", "answer": "3"}],
+                           system_prompt=None)
+    assert score(rows, ["The answer is Red.", "The answer is 3.0."]).accuracy == 1.0
+    assert score(rows, ["The answer is blue.", "The answer is three."]).accuracy == 0.0
+
+
 def test_compare_shows_both_and_the_rows_that_changed(rows):
     base = score(rows, ["no", "no", "no"])
     trained = score(rows, [RIGHT, "no", WRONG_FORMATTED])

@@ -66,6 +66,13 @@ def test_a_tokenizer_without_its_own_inputs_adds_token_type_ids_before_transform
     assert set(stack.generate_inputs(plain("2 + 2", return_tensors="pt"))) == {"input_ids", "attention_mask"}
 
 
+def test_generate_takes_all_of_a_processors_output_with_images_so_the_model_sees_them():
+    from transformers import BatchFeature
+
+    encoding = BatchFeature({"input_ids": [[1]], "attention_mask": [[1]], "pixel_values": [[0.5]], "image_grid_thw": [[1, 2, 2]]})
+    assert set(stack.generate_inputs(encoding)) == {"input_ids", "attention_mask", "pixel_values", "image_grid_thw"}
+
+
 def test_transformers_5_writes_a_tokenizer_config_transformers_4_cannot_read_and_the_portable_one_reads_back(tmp_path):
     from transformers import AutoTokenizer
 

@@ -5,4 +5,5 @@
 - ``prepare``: read the user's rows (list, CSV, JSONL, ``datasets.Dataset``), validate them, build chat prompts,
   drop prompts over ``max_prompt_tokens``; the built-in datasets
 - ``arithmetic``: the demo's arithmetic word problems and its held-out set
+- ``pictures``: the vision demo's drawn pictures with questions, and its held-out scenes
 """

@@ -33,9 +33,16 @@ EXAMPLES_SHOWN = 3
 
 
 def _default_correctness():
-    from rewards import numeric_correctness_reward
+    from rewards import exact_match_reward, numeric_correctness_reward
 
-    return numeric_correctness_reward
+    def numeric_or_exact_match(prompts=None, completions=(), answer=None, **kwargs):
+        """numeric_correctness_reward where the gold is a number, else exact_match_reward: a word answer ("red") is
+        otherwise scored None, never correct."""
+        numeric = numeric_correctness_reward(prompts, completions, answer, **kwargs)
+        exact = exact_match_reward(prompts, completions, answer, **kwargs)
+        return [e if n is None else n for n, e in zip(numeric, exact)]
+
+    return numeric_or_exact_match
 
 
 def _default_format():
@@ -135,8 +142,9 @@ def score(
 ) -> EvalReport:
     """The report for given completions: ``completions[i]`` answers ``rows[i]``; ``sampled[i]`` are k more.
 
-    A completion is correct when ``correctness`` (default ``rewards.numeric_correctness_reward``) gives it a
-    positive score; well formatted when ``format_reward`` (default ``rewards.soft_xml_format_reward``) does.
+    A completion is correct when ``correctness`` (default ``rewards.numeric_correctness_reward`` where the gold is a
+    number, else ``rewards.exact_match_reward``) gives it a positive score; well formatted when ``format_reward``
+    (default ``rewards.soft_xml_format_reward``) does.
     Completions are texts or :class:`~grpo_lite.model.inference.Completion` (whose token ids the rewards then get);
     every function is called as training calls it (``rewards.calling.call_reward``: a chat message for a chat
     prompt, ``async`` ones awaited).

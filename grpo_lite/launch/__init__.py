@@ -3,5 +3,5 @@
 - ``cli``: ``grpo-lite demo | train | score | plan | launch-kit``
 - ``recipe``: a run YAML -> load, prepare, train
 - ``kit``: the run YAML plus accelerate configs and launch commands for more GPUs
-- ``demo``: the offline demo on the shipped arithmetic model
+- ``demo``: the offline demos on the shipped arithmetic and picture models
 """

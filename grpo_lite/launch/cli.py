@@ -15,7 +15,8 @@ def _demo(args) -> int:
     from .demo import DEMO_RUNS, run_demo
 
     out = args.output_dir or fresh_run_dir(DEMO_RUNS)
-    run_demo(out, max_steps=args.max_steps, seed=args.seed, heldout_n=args.heldout_n, heldout_samples=args.heldout_samples)
+    run_demo(out, task=args.task, max_steps=args.max_steps, seed=args.seed, heldout_n=args.heldout_n,
+             heldout_samples=args.heldout_samples)
     print(f"grpo-lite demo: held-out scores in {out / EVAL_FILE}; run files in {out}")
     return 0
 
@@ -112,6 +113,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo = commands.add_parser("demo", help="GRPO-train the shipped demo model on CPU and show held-out accuracy before/after")
     demo.add_argument("--output-dir", type=Path, default=None, help="where the run's files go (default: a fresh "
                       "outputs/demo-<n>)")
+    from .demo import DEMO_TASKS
+
+    demo.add_argument("--task", choices=list(DEMO_TASKS), default="arithmetic", help="arithmetic word "
+                      "problems, or questions about drawn shapes for a vision-language model (needs torchvision)")
     demo.add_argument("--max-steps", type=int, default=100)
     demo.add_argument("--seed", type=int, default=0)
     demo.add_argument("--heldout-n", type=int, default=200, help="held-out questions scored before and after")

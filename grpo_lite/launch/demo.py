@@ -9,21 +9,53 @@ reward (2.0) that outweighs the format reward (0.5) sharpens those sampled right
 one. The demo measures held-out greedy accuracy, format rate and pass@k, trains with KL on under the live
 dashboard (the correctness curve rises), measures again, prints both side by side and writes them to
 ``<output_dir>/eval.json``, as every run with a held-out set does. It runs offline on a laptop CPU (figures: docs/benchmarks.md).
+
+``task="pictures"`` does the same with pictures: the vision demo model (``grpo_lite/assets/vision-demo-model``, a tiny
+Qwen2.5-VL made by ``scripts/train_vision_demo_model.py``) answers questions about drawn shapes
+(:mod:`grpo_lite.data.pictures`: their colour, count or kind) with the right answer or its teacher's steady mistake,
+mostly the mistake; GRPO with ``exact_match_reward`` makes the right one its first answer. Its processor needs
+torchvision.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..data.arithmetic import arithmetic_problems, heldout_arithmetic_problems
+from ..data.pictures import heldout_picture_questions, picture_questions
 from ..run.settings import ConfigError
 
 DEMO_MODEL_DIR = Path(__file__).parents[1] / "assets" / "demo-model"
-# Correctness pays 2.0 and format 0.5: every right answer earns more than any wrong one, tagged or not.
-DEMO_REWARDS = ["numeric_correctness_reward", "soft_xml_format_reward"]
-HELDOUT_QUESTIONS = 200  # the demo model never trained on the first this many of heldout_arithmetic_problems()
+VISION_DEMO_MODEL_DIR = Path(__file__).parents[1] / "assets" / "vision-demo-model"
+HELDOUT_QUESTIONS = 200  # the demo models never trained on the first this many of their task's held-out questions
 DEMO_RUNS = "demo"  # each demo run without an output_dir gets a fresh outputs/demo-<n>
+
+
+@dataclass(frozen=True)
+class DemoTask:
+    """What a demo trains: its model, its rows (``training()``) and held-out rows (``heldout(n)``), the rewards, and the
+    GRPOConfig values measured to make its model learn (docs/benchmarks.md)."""
+
+    model_dir: Path
+    training: Callable[[], list[dict[str, Any]]]
+    heldout: Callable[[int], list[dict[str, Any]]]
+    rewards: list[str]
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+DEMO_TASKS = {
+    # Correctness pays 2.0 and format 0.5: every right answer earns more than any wrong one, tagged or not.
+    "arithmetic": DemoTask(DEMO_MODEL_DIR, arithmetic_problems, heldout_arithmetic_problems,
+                           ["numeric_correctness_reward", "soft_xml_format_reward"],
+                           # measured: 5e-5 moves accuracy 5 points in 100 steps, 2e-4 30, 5e-4 less than 2e-4
+                           {"learning_rate": 2e-4, "max_completion_length": 64}),
+    "pictures": DemoTask(VISION_DEMO_MODEL_DIR, picture_questions, heldout_picture_questions, ["exact_match_reward"],
+                         {"learning_rate": 2e-4, "max_completion_length": 24}),  # "The answer is yellow." and its end
+}
 
 
 @contextmanager
@@ -46,15 +78,17 @@ def _one_thread():
 def run_demo(
     output_dir: str | Path | None = None,
     *,
+    task: str = "arithmetic",
     max_steps: int = 100,
     seed: int = 0,
     heldout_n: int = HELDOUT_QUESTIONS,
     heldout_samples: int = 8,
-    model_dir: str | Path = DEMO_MODEL_DIR,
+    model_dir: str | Path | None = None,
     dashboard: bool | str = True,
     **overrides: Any,
 ) -> dict[str, Any]:
-    """GRPO-train the demo model and return ``{"before": {...}, "after": {...}}``, as written to ``eval.json``.
+    """GRPO-train a demo model on its ``task`` (:data:`DEMO_TASKS`: ``"arithmetic"``, ``"pictures"``) and return
+    ``{"before": {...}, "after": {...}}``, as written to ``eval.json``. ``model_dir`` replaces the task's model.
 
     ``before`` and ``after`` hold ``n`` (the questions scored), greedy ``accuracy``, ``format_rate``,
     ``mean_rewards`` and ``pass_at_k`` (from ``heldout_samples``
@@ -63,13 +97,15 @@ def run_demo(
     Run files (run.yaml, metrics.jsonl, the trained weights, eval.json) go to ``output_dir``, by default a fresh
     ``outputs/demo-<n>``; a folder holding another run is refused, as :func:`grpo_lite.train` refuses it.
     """
+    if task not in DEMO_TASKS:
+        raise ConfigError(f"task={task!r}: use one of {', '.join(DEMO_TASKS)}")
     if not 1 <= heldout_n <= HELDOUT_QUESTIONS:
         raise ConfigError(f"heldout_n={heldout_n}: use 1 to {HELDOUT_QUESTIONS}, the held-out questions the demo model "
                          "never trained on")
+    demo = DEMO_TASKS[task]
     from transformers import set_seed
 
-    from ..data.arithmetic import heldout_arithmetic_problems
-    from ..data.prepare import load_builtin, prepare_dataset
+    from ..data.prepare import prepare_dataset
     from ..model.load import load_model
     from ..run.files import fresh_run_dir, say_fresh_run_dir
     from ..training.trainer import train
@@ -81,23 +117,22 @@ def run_demo(
     set_seed(seed)
     # On the CPU on every machine, unquantized: the model is too small to gain from a GPU, and the cpu-smoke preset
     # below trains where it sits.
-    model, tokenizer = load_model(str(model_dir), lora_rank=None, backend="cpu")
-    # No system prompt: the demo model learned to answer bare questions, and byte tokens make prompts long.
-    heldout = prepare_dataset(heldout_arithmetic_problems(heldout_n), system_prompt=None)
-    dataset = prepare_dataset(load_builtin("arithmetic"), system_prompt=None)
+    model, tokenizer = load_model(str(model_dir or demo.model_dir), lora_rank=None, backend="cpu")
+    # No system prompt: the demo models learned to answer bare questions, and byte tokens make prompts long.
+    heldout = prepare_dataset(demo.heldout(heldout_n), system_prompt=None)
+    dataset = prepare_dataset(demo.training(), system_prompt=None)
 
     options = {
         "max_steps": max_steps,
         "seed": seed,
-        "learning_rate": 2e-4,  # measured: 5e-5 moves accuracy 5 points in 100 steps, 2e-4 30, 5e-4 less than 2e-4
         "beta": 0.04,  # KL on: the reference model costs little at this size, and the dashboard's KL panel fills
         "num_generations": 8,
         "per_device_train_batch_size": 32,  # 4 questions a step, so one hard question moves the step less
-        "max_completion_length": 64,
         "save_steps": 50,  # the cpu-smoke preset saves every 5 steps: 20 checkpoints of a 100-step demo
+        **demo.options,
         **overrides,
     }
     with _one_thread():
-        result = train(model, tokenizer, dataset, DEMO_REWARDS, preset="cpu-smoke", output_dir=output_dir,
+        result = train(model, tokenizer, dataset, demo.rewards, preset="cpu-smoke", output_dir=output_dir,
                        dashboard=dashboard, heldout=heldout, heldout_n=None, heldout_samples=heldout_samples, **options)
     return {"before": result.evaluation.base.as_dict(), "after": result.evaluation.trained.as_dict()}

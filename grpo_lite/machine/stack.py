@@ -262,6 +262,9 @@ def portable_tokenizer_config(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def generate_inputs(encoding) -> dict[str, Any]:
-    """What a causal LM's ``generate`` takes from a tokenizer's output: input_ids and attention_mask, as TRL's
-    GRPOTrainer hands them (``token_type_ids_dropped``: transformers 4 tokenizers may add token_type_ids)."""
+    """What ``generate`` takes from a tokenizer's output: input_ids and attention_mask, as TRL's GRPOTrainer hands them
+    (``token_type_ids_dropped``: transformers 4 tokenizers may add token_type_ids); from a processor's output with
+    images, all of it, as TRL hands it: without ``pixel_values`` and the rest the model answers blind."""
+    if "pixel_values" in encoding:
+        return dict(encoding)
     return {"input_ids": encoding["input_ids"], "attention_mask": encoding["attention_mask"]}
