@@ -34,7 +34,9 @@ def test_the_saved_notebook_holds_the_final_dashboard(tmp_path, monkeypatch):
     assert re.search(r'<img [^>]*src="data:image/png;base64,[A-Za-z0-9+/]{1000,}', final)
     assert re.search(r"<b>reward_std</b><br>[-0-9.e]+<", final)
     assert re.search(r"<b>kl</b><br>[-0-9.e]+<", final), "beta=0.04, so kl is logged and shown"
-    assert "<th>length_reward</th><th>mentions_answer_reward</th><th>total</th><th>advantage</th>" in final
+    assert "<th>episode</th><th>ended</th><th>length_reward</th><th>mentions_answer_reward</th><th>total</th><th>advantage</th>" in final
+    # each reply is an episode of one model turn, drawn as a tool-calling rollout's turns are
+    assert final.count('<div class="grpo-lite-turn grpo-lite-model"') == final.count('class="grpo-lite-turn') == 6
     assert final.count("<tr><td>4</td>") == 6, "the table shows the newest six completions, from step 4"
     widgets = notebook.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"].values()
     buttons = [w["state"] for w in widgets if w["model_name"] == "ButtonModel"]

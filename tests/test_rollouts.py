@@ -14,10 +14,11 @@ from games import LetterGuess, NumberGuess, build_tool_calling_model, guess, pla
 from packaging.version import Version
 from stacks import newer_only
 
-from grpo_lite import load_model, prepare_dataset, read_metrics, train
+from grpo_lite import load_model, prepare_dataset, read_metrics, show_run, train
 from grpo_lite.machine import stack
-from grpo_lite.monitor.figure import ChartData
-from grpo_lite.monitor.samples import read_samples
+from grpo_lite.monitor.figure import ChartData, dashboard_figure
+from grpo_lite.monitor.samples import episode_metrics, read_samples
+from grpo_lite.monitor.views import frame_html
 from grpo_lite.run.record import read_run
 from grpo_lite.run.settings import ConfigError
 from grpo_lite.training.rollouts import rollout_options
@@ -129,11 +130,30 @@ def _assert_called_and_answered(samples, result: str) -> None:
 
 
 def _assert_tool_curves(folder) -> None:
-    records = read_metrics(folder)
+    """TRL's tool metrics and each step's episodes' (counted from the samples it logged) are charted, in a third row."""
+    records, samples = read_metrics(folder), read_samples(folder)
     assert all(isinstance(record["tools/call_frequency"], float) for record in records)
     assert any(record["tools/call_frequency"] > 0 for record in records)
-    steps, values = ChartData(records).points("tools/call_frequency")
-    assert steps == [1, 2] and values == [record["tools/call_frequency"] for record in records]
+    for record in records:
+        assert record | episode_metrics([row for row in samples if row["step"] == record["step"]]) == record
+    chart = ChartData(records)
+    for key in ("tools/call_frequency", "episodes/model_turns", "episodes/turn_limit"):
+        steps, values = chart.points(key)
+        assert steps == [1, 2] and values == [record[key] for record in records]
+    without_tools = ChartData([{key: value for key, value in record.items() if not key.startswith(("tools/", "episodes/"))}
+                               for record in records])
+    assert len(dashboard_figure(chart).axes) == len(dashboard_figure(without_tools).axes) + 3  # a text run keeps its two rows
+
+
+def _assert_drawn_turn_by_turn(folder) -> None:
+    """The dashboard of the run draws a rollout that called guess as its turns: the call, then the tool's answer."""
+    frame = show_run(folder, view="log").frame()
+    page = frame_html(frame)
+    played = [row for row in frame.samples if len(row["episode"]) >= 2]
+    assert played, [row["episode"] for row in frame.samples]
+    answer = re.escape(f"{played[0]['episode'][1]['tool']} -&gt; {played[0]['episode'][1]['result']}")
+    assert re.search(rf'grpo-lite-call"[^>]*>guess\(number=\d\)</div><div class="grpo-lite-turn grpo-lite-tool"[^>]*>{answer}<', page)
+    assert f"<td>{played[0]['ended']}</td>" in page
 
 
 @pytest.mark.slow
@@ -147,6 +167,7 @@ def test_a_model_calling_a_tool_trains_and_each_rollout_is_an_episode(tool_calle
     assert {row["ended"] for row in samples} <= {"done", "turn limit", "tool error"}
     assert all(row["ended"] == "turn limit" for row in samples if row["episode"][-1]["calls"])
     _assert_tool_curves(tmp_path)
+    _assert_drawn_turn_by_turn(tmp_path)
     assert read_run(tmp_path).chosen["rollouts"] == {"tools": ["guess"]}
 
 
@@ -202,3 +223,4 @@ def test_a_rollout_function_plays_the_game_itself_and_its_extra_keys_reach_the_r
     assert all(len(row["episode"]) == 1 and row["ended"] == "done" for row in samples)
     assert any("<tool_response>\ncorrect\n</tool_response>" in row["episode"][0]["text"] for row in samples)
     assert [row["rewards"]["guesses_reward"] for row in samples] == [float(n) for batch in seen for n in batch]
+

@@ -407,8 +407,8 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
     switch = StopSwitch()
     watchers = [
         InvariantChecks(),  # before MetricsLog, which records the invariants it adds to the logs
+        SampleLog(output_dir),  # before MetricsLog too: it adds the episodes' metrics
         MetricsLog(output_dir),
-        SampleLog(output_dir),
         RewardFailureStop(guarded, switch),
         NaNStop(switch),
         InterruptStops(switch),
