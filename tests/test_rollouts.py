@@ -14,7 +14,8 @@ from games import LetterGuess, NumberGuess, build_tool_calling_model, guess, pla
 from packaging.version import Version
 from stacks import newer_only
 
-from grpo_lite import load_model, prepare_dataset, read_metrics, show_run, train
+from grpo_lite import load_model, prepare_dataset, preview, read_metrics, show_run, train
+from grpo_lite.evaluation.episodes import episode_findings
 from grpo_lite.machine import stack
 from grpo_lite.monitor.figure import ChartData, dashboard_figure
 from grpo_lite.monitor.samples import episode_metrics, read_samples
@@ -224,3 +225,55 @@ def test_a_rollout_function_plays_the_game_itself_and_its_extra_keys_reach_the_r
     assert any("<tool_response>\ncorrect\n</tool_response>" in row["episode"][0]["text"] for row in samples)
     assert [row["rewards"]["guesses_reward"] for row in samples] == [float(n) for batch in seen for n in batch]
 
+
+def _kinds(report) -> list[str]:
+    return [found.kind for found in report.findings]
+
+
+PREVIEWED = dict(preset="cpu-smoke", n_prompts=2, num_generations=2, max_completion_length=192, max_tool_calling_iterations=1)
+
+
+@pytest.mark.slow
+@newer_only("environment_factory")
+def test_preview_plays_groups_of_episodes_in_trls_tool_loop_and_scores_the_environments_reward(tool_caller):
+    model, tokenizer = load_model(str(tool_caller), lora_rank=8)
+    report = preview(model, tokenizer, game_rows(2), [calls_reward], environment_factory=NumberGuess, **PREVIEWED)
+    assert report.groups == [[0, 1], [2, 3]] and len(report.episodes) == 4
+    _assert_called_and_answered(report.episodes, "correct")
+    # the environment's get_reward, as TRL scored each episode, is a reward of the lab's among the run's own
+    assert report.functions == ["calls_reward", "NumberGuess"]
+    assert report.lab.scores("NumberGuess") == [episode["rewards"]["NumberGuess"] for episode in report.episodes]
+    assert report.lab.scores("calls_reward") == [episode["rewards"]["calls_reward"] for episode in report.episodes]
+    assert "tool_always_fails" not in _kinds(report) and "no_tool_calls" not in _kinds(report)
+    assert ("turn_limit" in _kinds(report)) == all(episode["ended"] == "turn limit" for episode in report.episodes)
+    assert "episodes ended:" in str(report)
+    assert report.rescore().lab.scores("NumberGuess") == report.lab.scores("NumberGuess")
+
+
+@pytest.mark.slow
+@newer_only("environment_factory")
+def test_preview_finds_a_tool_whose_every_call_fails_and_a_model_that_calls_none(tool_caller, tiny_model):
+    model, tokenizer = load_model(str(tool_caller), lora_rank=8)
+    # LetterGuess has no guess tool, the one the model was taught to call: TRL answers every call with an error
+    report = preview(model, tokenizer, game_rows(2), [calls_reward], environment_factory=LetterGuess, **PREVIEWED)
+    failing = [found for found in report.findings if found.kind == "tool_always_fails"]
+    assert [found.message.split(":")[0] for found in failing] == ["guess"], report.episodes
+    untaught, template = tiny_model
+    template.chat_template = TOOL_CALLING.chat_template()
+    silent = preview(untaught, template, game_rows(2), [calls_reward], tools=[guess], **{**PREVIEWED, "max_completion_length": 16})
+    assert "no_tool_calls" in _kinds(silent) and not any(turn["calls"] for e in silent.episodes for turn in e["episode"])
+
+
+def test_episode_findings_judge_a_batch_once():
+    call = [{"tool": "guess", "arguments": {"number": 5}}]
+    cut = {"episode": [{"turn": "model", "text": "", "calls": call}], "ended": "turn limit"}
+    failed = {"episode": [{"turn": "model", "text": "", "calls": call},
+                          {"turn": "tool", "tool": "guess", "result": "{'error': 'Tool guess not found.'}"},
+                          {"turn": "model", "text": "", "calls": call}], "ended": "turn limit"}
+    answered = {"episode": [{"turn": "model", "text": "", "calls": call}, {"turn": "tool", "tool": "guess", "result": "correct"},
+                            {"turn": "model", "text": "5", "calls": []}], "ended": "done"}
+    plain = {"episode": [{"turn": "model", "text": "5", "calls": []}], "ended": "done"}
+    assert [f.kind for f in episode_findings([cut, failed], has_tools=True)] == ["turn_limit", "tool_always_fails"]
+    assert [f.kind for f in episode_findings([cut, answered, failed], has_tools=True)] == []
+    assert [f.kind for f in episode_findings([plain, plain], has_tools=True)] == ["no_tool_calls"]
+    assert episode_findings([plain, plain], has_tools=False) == []
