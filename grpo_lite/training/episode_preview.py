@@ -19,9 +19,8 @@ from rewards import resolve_rewards
 from rewards.calling import private_copy
 from rewards.combine import distinct_names
 
-from ..data.prepare import as_dataset
 from ..evaluation import group_preview
-from ..evaluation.group_preview import PreviewReport, report_on, sampling_settings
+from ..evaluation.group_preview import PreviewReport, checked_input, report_on, sampling_settings
 from ..model.inference import Completion
 from ..monitor.samples import batch_samples
 from ..run.config import make_config
@@ -59,7 +58,7 @@ def preview(model, tokenizer, dataset, rewards: Any, *, tools=None, environment_
                                      batch_size=batch_size, seed=seed, chat_template_kwargs=chat_template_kwargs, **overrides)
     import torch
 
-    dataset = as_dataset(dataset)
+    dataset = checked_input(dataset, rewards, num_generations)
     chosen = dataset.select(range(min(n_prompts, len(dataset))))
     rollouts = rollout_options(tokenizer, chosen, tools=tools, environment_factory=environment_factory)
     funcs, weights = resolve_rewards(rewards)
