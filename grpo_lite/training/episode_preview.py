@@ -19,6 +19,7 @@ from rewards import resolve_rewards
 from rewards.calling import private_copy
 from rewards.combine import distinct_names
 
+from ..data.prompts import template_kwargs
 from ..evaluation import group_preview
 from ..evaluation.group_preview import PreviewReport, checked_input, report_on, sampling_settings
 from ..model.inference import Completion
@@ -50,7 +51,8 @@ def preview(model, tokenizer, dataset, rewards: Any, *, tools=None, environment_
     takes them) ``num_generations`` episodes of each of the first ``n_prompts`` rows, played by TRL's tool loop with the
     run's settings (``preset`` and ``overrides``, ``max_tool_calling_iterations`` among them). The report's ``episodes``
     are the episodes as samples.jsonl keeps them; its findings add every episode ending at the turn limit, a tool whose
-    every call failed, and no episode calling a tool. Episodes are sampled in one batch and have no greedy accuracy
+    every call failed, and no episode calling a tool. ``chat_template_kwargs`` as for replies (``None``: those the last
+    ``train()`` with this tokenizer used). Episodes are sampled in one batch and have no greedy accuracy
     (``greedy`` and ``batch_size`` are for replies): pass@k stands alone."""
     if tools is None and environment_factory is None:
         return group_preview.preview(model, tokenizer, dataset, rewards, n_prompts=n_prompts, num_generations=num_generations,
@@ -71,7 +73,7 @@ def preview(model, tokenizer, dataset, rewards: Any, *, tools=None, environment_
         torch.manual_seed(seed)
         config = make_config(preset, output_dir=output_dir, **{**overrides, "beta": 0.0, "report_to": "none",  # no reference model
                              "num_generations": num_generations, "per_device_train_batch_size": len(inputs)},
-                             **template_kwargs_field(chat_template_kwargs or {}))
+                             **template_kwargs_field(template_kwargs(tokenizer, chat_template_kwargs)))
         trainer = grpo_trainer(model, tokenizer, chosen, list(funcs), config, [], **rollouts)  # a copy: TRL appends get_reward
         batch = trainer._generate_and_score_completions(inputs)
         episodes = batch_samples(trainer, step=0)
