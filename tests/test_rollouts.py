@@ -247,6 +247,9 @@ def test_preview_plays_groups_of_episodes_in_trls_tool_loop_and_scores_the_envir
     assert "tool_always_fails" not in _kinds(report) and "no_tool_calls" not in _kinds(report)
     assert ("turn_limit" in _kinds(report)) == all(episode["ended"] == "turn limit" for episode in report.episodes)
     assert "episodes ended:" in str(report)
+    # the length findings read what the model wrote: a tool's result, which the loss leaves out, is not counted
+    played = [i for i, episode in enumerate(report.episodes) if len(episode["episode"]) >= 2]
+    assert played and all("tool_response" not in tokenizer.decode(report.completions[i].token_ids) for i in played)
     assert report.rescore().lab.scores("NumberGuess") == report.lab.scores("NumberGuess")
 
 

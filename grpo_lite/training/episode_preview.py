@@ -92,10 +92,14 @@ def preview(model, tokenizer, dataset, rewards: Any, *, tools=None, environment_
 
 
 def _completions(batch: dict[str, Any], eos_token_ids, episodes: list[dict[str, Any]]) -> list[Completion]:
-    """Each episode's tokens as the trainer would train on them (its tool results among them), and whether it was cut
-    at max_completion_length (its last token no end of turn, as TRL counts completions/clipped_ratio)."""
+    """Each episode's tokens the model wrote (the tools' results left out, as the loss leaves them: TRL's ``tool_mask``),
+    and whether it was cut at max_completion_length (its last token no end of turn, as TRL counts
+    completions/clipped_ratio)."""
     completions = []
-    for ids, mask, episode in zip(batch["completion_ids"].tolist(), batch["completion_mask"].tolist(), episodes):
-        kept = tuple(token for token, keep in zip(ids, mask) if keep)
-        completions.append(Completion(episode["completion"], kept, not kept or kept[-1] not in eos_token_ids))
+    written = batch.get("tool_mask", batch["completion_mask"]).tolist()
+    for ids, mask, model_wrote, episode in zip(batch["completion_ids"].tolist(), batch["completion_mask"].tolist(), written,
+                                               episodes):
+        kept = [token for token, keep in zip(ids, mask) if keep]
+        own = tuple(token for token, keep, wrote in zip(ids, mask, model_wrote) if keep and wrote)
+        completions.append(Completion(episode["completion"], own, not kept or kept[-1] not in eos_token_ids))
     return completions
