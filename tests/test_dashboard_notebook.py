@@ -25,7 +25,7 @@ def test_the_saved_notebook_holds_the_final_dashboard(tmp_path, monkeypatch):
     monkeypatch.setenv("DASHBOARD_TEST_STEPS", "4")
     monkeypatch.setenv("MPLBACKEND", "Agg")
     notebook = nbformat.read(NOTEBOOK, as_version=4)
-    NotebookClient(notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    NotebookClient(notebook, timeout=600, startup_timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     nbformat.write(notebook, ARTIFACTS / NOTEBOOK.name)
 
@@ -76,7 +76,7 @@ def test_the_saved_notebook_holds_each_episode_turn_by_turn(tmp_path):
 
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("from pathlib import Path\n" + EPISODES_RUN.format(
         tests=str(Path(__file__).parent)))])
-    NotebookClient(notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    NotebookClient(notebook, timeout=600, startup_timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     nbformat.write(notebook, ARTIFACTS / "episodes_run.ipynb")
 

@@ -166,7 +166,9 @@ def test_notebook_01_runs_its_demo_then_its_training_under_unsloths_patching(tmp
         monkeypatch.setenv(name, value)
     notebook = nbformat.read(ROOT / "notebooks" / "01_quickstart_gsm8k.ipynb", as_version=4)
     notebook.cells.append(nbformat.v4.new_code_cell("import trl\nprint('trainer:', type(result.trainer).__name__, trl.GRPOTrainer.__name__)"))
-    NotebookClient(notebook, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(work)}}).execute()
+    # a kernel importing torch and Unsloth beside two test workers and an install can take minutes to answer (nbclient
+    # waits 60 s by default), as in every notebook test
+    NotebookClient(notebook, timeout=900, startup_timeout=300, kernel_name="python3", resources={"metadata": {"path": str(work)}}).execute()
     printed = "".join(o.get("text", "") for o in notebook.cells[-1].outputs)
     assert "trainer: UnslothGRPOTrainer UnslothGRPOTrainer" in printed
 
