@@ -159,3 +159,14 @@ def play_number_guess(prompts, trainer):
         rollouts["env_mask"].append(mask)
         rollouts["guesses"].append(game.guesses)
     return rollouts
+
+
+# Two steps of an environment's episodes, each up to two moves, as tests/test_environments.py and
+# tests/test_http_environment.py train them
+EPISODE_STEPS = dict(preset="cpu-smoke", max_steps=2, num_generations=4, per_device_train_batch_size=4, max_completion_length=192,
+                     max_tool_calling_iterations=2, dashboard=False)
+
+
+def called_act(completions, **kwargs):
+    """1 for a rollout whose model called the environment's act tool."""
+    return [float("act" in str(completion)) for completion in completions]
