@@ -87,12 +87,12 @@ def guessing_lessons() -> list[tuple[list, str, str]]:
             for tools, told in (([guess], ""), ([LetterGuess().guess_letter], "Guess the letter."))]
 
 
-def build_tool_calling_model(path: Path, lessons: list[tuple[list, str, str]] | None = None) -> Path:
+def build_tool_calling_model(path: Path, lessons: list[tuple[list, str, str]] | None = None, **size) -> Path:
     """A tiny Qwen2 with Qwen2.5's chat template, fine-tuned until it answers each lesson's question, asked with its
-    tools, with its reply (default :func:`guessing_lessons`), saved to ``path``."""
+    tools, with its reply (default :func:`guessing_lessons`), saved to ``path``; ``size`` goes to build_tiny_model."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    folder = TOOL_CALLING.build(path)
+    folder = TOOL_CALLING.build(path, **size)
     tokenizer = AutoTokenizer.from_pretrained(folder)
     model = AutoModelForCausalLM.from_pretrained(folder)
     examples = []
