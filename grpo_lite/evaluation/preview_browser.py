@@ -131,5 +131,6 @@ class PreviewBrowser:
         except Exception as error:  # a reward the user is editing may not even resolve; say so, keep the old view
             self.status.value = f"re-score failed: {type(error).__name__}: {error}"
             return
-        self.status.value = f"re-scored with {', '.join(self.report.functions)}"
         self._render()
+        # after the new scores are shown: the status is what a reader (or a browser test) waits on
+        self.status.value = f"re-scored with {', '.join(self.report.functions)}"
