@@ -87,10 +87,12 @@ def test_heldout_episodes_run_the_calculator_the_model_calls():
 
     model = AutoModelForCausalLM.from_pretrained(TOOL_DEMO_MODEL_DIR)
     tokenizer = AutoTokenizer.from_pretrained(TOOL_DEMO_MODEL_DIR)
-    rows = [dict(row) for row in prepare_dataset(heldout_arithmetic_problems(8), system_prompt=None)]
-    episodes = play_episodes(model, tokenizer, rows, [calculate], max_completion_length=192, do_sample=True, seed=0)
+    rows = [dict(row) for row in prepare_dataset(heldout_arithmetic_problems(16), system_prompt=None)]
+    # at temperature 1 its calls are often malformed (its model card): 0.7 writes more of them whole
+    episodes = play_episodes(model, tokenizer, rows, [calculate], max_completion_length=192, do_sample=True,
+                             temperature=0.7, seed=0)
     acted = [episode for episode in episodes if episode.tool_calls]
-    assert acted, "sampling calls the calculator on some of 8 questions"
+    assert acted, "sampling calls the calculator on some of 16 questions"
     for episode in acted:
         arguments = episode.messages[0]["tool_calls"][0]["function"]["arguments"]
         assert episode.messages[1] == {"role": "tool", "name": "calculate", "content": str(calculate(**arguments))}
