@@ -2,7 +2,7 @@
 
 Synthetic T4 GSM8K steps (8 completions of one prompt per step, the five gsm8k rewards, KL on; a quarter of the
 steps have every completion tied, so ``no_signal`` fires again and again) are driven through the real monitor
-callbacks, in training's order: InvariantChecks, MetricsLog, SampleLog, LiveDashboard (its own redraws held
+callbacks, in training's order: InvariantChecks, SampleLog, MetricsLog, LiveDashboard (its own redraws held
 off, so that each cost is measured on its own). At each checkpoint it measures, ``--repeats`` times,
 interleaved: one notebook update (``frame()`` and ``frame_html``; the kernel then sends those bytes), one
 terminal update (the ``frame_rich`` panel rendered by rich, as its ``Live`` view does), one chart (the figure and
@@ -114,7 +114,7 @@ class Drive:
         self.samples = SampleLog(output_dir, trainer=self.trainer)
         # view "log", redraws held off: each cost is measured on its own at the checkpoints
         self.dashboard = LiveDashboard(output_dir, trainer=self.trainer, view="log", min_interval=float("inf"), stop_button=False)
-        self.callbacks = [self.invariants, self.metrics, self.samples, self.dashboard]
+        self.callbacks = [self.invariants, self.samples, self.metrics, self.dashboard]
         self.trainer.callback_handler = SimpleNamespace(callbacks=self.callbacks)
         self.args = SimpleNamespace(output_dir=str(output_dir), beta=0.04, num_generations=GENERATIONS, mask_truncated_completions=False)
         self.state = TrainerState(max_steps=max_steps, is_world_process_zero=True, is_local_process_zero=True)

@@ -36,7 +36,7 @@ _EXPORTS = {
     "load_builtin": ".data.prepare",
     "REASONING_SYSTEM_PROMPT": ".data.prepare",
     # before training: what the rewards would teach, and whether the run fits the GPU
-    "preview": ".evaluation.group_preview",
+    "preview": ".training.episode_preview",
     "plan": ".machine.planner",
     # train, and watch
     "warmup_format": ".training.warmup",
@@ -64,7 +64,6 @@ if TYPE_CHECKING:  # what editors and type checkers see; at run time each name l
     from .data.prepare import REASONING_SYSTEM_PROMPT, load_builtin, prepare_dataset
     from .environments.gymnasium_env import gymnasium_environment
     from .environments.http_env import http_environment
-    from .evaluation.group_preview import preview
     from .evaluation.rescore import rescore_run
     from .evaluation.scoring import compare, evaluate
     from .launch.demo import run_demo
@@ -77,6 +76,7 @@ if TYPE_CHECKING:  # what editors and type checkers see; at run time each name l
     from .monitor.dashboard import LiveDashboard
     from .monitor.metrics import read_metrics
     from .monitor.show import show_run
+    from .training.episode_preview import preview
     from .training.stages import Stage, train_stages
     from .training.trainer import train
     from .training.warmup import warmup_format

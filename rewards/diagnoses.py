@@ -67,6 +67,20 @@ DIAGNOSES = (
               "invariants/kl_share > {invariants_kl_share} (beta * kl outweighs the mean absolute advantage)",
               "lower beta or learning_rate: the KL term pins the policy to the reference",
               {"invariants/kl_share": 0.5}),
+    # what only episodes show (a run with tools: TRL's tools/* and grpo_lite.monitor.samples' episodes/* metrics)
+    Diagnosis("turn_limit", "episodes/turn_limit >= {episodes_turn_limit} (every episode ended with a call left unanswered)",
+              "every episode is cut off before the model answers: raise max_tool_calling_iterations or "
+              "max_completion_length, or reward episodes that end with an answer",
+              {"episodes/turn_limit": 1.0}),
+    Diagnosis("tool_always_fails", "tools/failure_frequency >= {tools_failure_frequency} for {window} steps in a row "
+              "(every tool call failed)",
+              "read the tool results in samples.jsonl's episodes: the model names a tool that does not exist, passes "
+              "arguments it cannot take, or the tool raises; fix the tool or its docstring, or reward well-formed calls",
+              {"tools/failure_frequency": 1.0}, window=3),
+    Diagnosis("no_tool_calls", "tools/call_frequency <= {tools_call_frequency} for {window} steps in a row in a run with tools",
+              "the model never calls its tools: check that the chat template shows them, start from a model made for "
+              "tool calls, or reward episodes that call one",
+              {"tools/call_frequency": 0.0}, window=3),
 )
 DIAGNOSIS = {diagnosis.name: diagnosis for diagnosis in DIAGNOSES}
 

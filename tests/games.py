@@ -87,12 +87,12 @@ def guessing_lessons() -> list[tuple[list, str, str]]:
             for tools, told in (([guess], ""), ([LetterGuess().guess_letter], "Guess the letter."))]
 
 
-def build_tool_calling_model(path: Path, lessons: list[tuple[list, str, str]] | None = None) -> Path:
+def build_tool_calling_model(path: Path, lessons: list[tuple[list, str, str]] | None = None, **size) -> Path:
     """A tiny Qwen2 with Qwen2.5's chat template, fine-tuned until it answers each lesson's question, asked with its
-    tools, with its reply (default :func:`guessing_lessons`), saved to ``path``."""
+    tools, with its reply (default :func:`guessing_lessons`), saved to ``path``; ``size`` goes to build_tiny_model."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    folder = TOOL_CALLING.build(path)
+    folder = TOOL_CALLING.build(path, **size)
     tokenizer = AutoTokenizer.from_pretrained(folder)
     model = AutoModelForCausalLM.from_pretrained(folder)
     examples = []
@@ -159,3 +159,14 @@ def play_number_guess(prompts, trainer):
         rollouts["env_mask"].append(mask)
         rollouts["guesses"].append(game.guesses)
     return rollouts
+
+
+# Two steps of an environment's episodes, each up to two moves, as tests/test_environments.py and
+# tests/test_http_environment.py train them
+EPISODE_STEPS = dict(preset="cpu-smoke", max_steps=2, num_generations=4, per_device_train_batch_size=4, max_completion_length=192,
+                     max_tool_calling_iterations=2, dashboard=False)
+
+
+def called_act(completions, **kwargs):
+    """1 for a rollout whose model called the environment's act tool."""
+    return [float("act" in str(completion)) for completion in completions]

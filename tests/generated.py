@@ -105,7 +105,7 @@ def up_to_the_trainer(captured: dict):
         raise Reached
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(trainer, "_grpo_trainer", built)
+        patch.setattr(trainer, "grpo_trainer", built)
         try:
             yield patch
         finally:

@@ -1,14 +1,16 @@
 """The live dashboard on a real tiny GRPO run: files, frames, show_run, and stopping gracefully."""
 
 import os
+import re
 import signal
 import time
 
 import pytest
+from rich.console import Console
 
 from grpo_lite import LiveDashboard, prepare_dataset, read_metrics, show_run, train
-from grpo_lite.monitor.samples import SampleLog, read_samples
-from grpo_lite.monitor.views import Frame, frame_html
+from grpo_lite.monitor.samples import SampleLog, episode, read_samples
+from grpo_lite.monitor.views import Frame, frame_html, frame_rich
 from grpo_lite.run.callbacks import RunCallback, attach_all
 
 QUICK = dict(preset="cpu-smoke", num_generations=4, per_device_train_batch_size=8, max_completion_length=12)
@@ -118,6 +120,27 @@ def test_the_notebook_html_escapes_completions_and_leaves_missing_scores_blank()
     assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert "<td>1</td><td></td><td>1</td><td>-0.5</td>" in html  # correct, format (blank), total, advantage
     assert "<b>kl_share</b>" in html
+
+
+def test_each_sample_is_drawn_as_its_episode_turn_by_turn_and_a_plain_reply_as_one_model_turn():
+    call = {"type": "function", "function": {"name": "guess", "arguments": {"number": 5}}}
+    turns, ended = episode([{"role": "assistant", "content": "I try <5>", "tool_calls": [call]},
+                            {"role": "tool", "name": "guess", "content": "lower"},
+                            {"role": "assistant", "content": "", "tool_calls": [call]}])
+    played = {"step": 2, "prompt": [{"role": "user", "content": "Find my number."}], "completion": "I try <5>",
+              "episode": turns, "ended": ended, "rewards": {"NumberGuess": 0.0}, "total": 0.0, "advantage": -1.0}
+    plain = {"step": 2, "prompt": "user: 2+2?", "completion": "4", "episode": episode("4")[0], "ended": "done",
+             "rewards": {"NumberGuess": None}, "total": None, "advantage": None}
+    html = frame_html(Frame(header={}, latest={}, samples=[played, plain]))
+    assert "<th>episode</th><th>ended</th><th>NumberGuess</th>" in html
+    drawn = re.findall(r'<div class="grpo-lite-turn grpo-lite-(\w+)"[^>]*>(.*?)</div>', html)
+    assert drawn == [("model", "I try &lt;5&gt;"), ("call", "guess(number=5)"), ("tool", "guess -&gt; lower"),
+                     ("call", "guess(number=5)"), ("model", "4")]
+    assert "<td>turn limit</td><td>0</td>" in html and "<td>done</td><td></td>" in html
+    panel = Console(width=200, record=True)
+    panel.print(frame_rich(Frame(header={}, latest={}, samples=[played, plain])))
+    text = panel.export_text()
+    assert "I try <5> | guess(number=5) | guess -> lower | guess(number=5)" in text and "turn limit" in text
 
 
 class StopAtStep:

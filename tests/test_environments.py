@@ -87,7 +87,7 @@ ACT_RIGHT = '<tool_call>\n{"name": "act", "arguments": {"action": "right"}}\n</t
 @pytest.mark.slow
 @newer_only("environment_factory")
 def test_a_model_plays_a_gymnasium_game_through_trl_and_each_rollout_is_an_episode(tmp_path):
-    from games import build_tool_calling_model
+    from games import EPISODE_STEPS, build_tool_calling_model, called_act
 
     from grpo_lite import load_model, prepare_dataset, read_metrics, train
     from grpo_lite.monitor.samples import read_samples
@@ -100,12 +100,7 @@ def test_a_model_plays_a_gymnasium_game_through_trl_and_each_rollout_is_an_episo
     model, tokenizer = load_model(str(build_tool_calling_model(tmp_path / "model", lessons)), lora_rank=8)
     rows = prepare_dataset([{"question": question, "answer": "", "seed": i} for i in range(4)], system_prompt=None)
 
-    def moved(completions, **kwargs):
-        return [float("act" in str(completion)) for completion in completions]
-
-    train(model, tokenizer, rows, [moved], output_dir=tmp_path / "run", environment_factory=FrozenLake, preset="cpu-smoke",
-          max_steps=2, num_generations=4, per_device_train_batch_size=4, max_completion_length=192,
-          max_tool_calling_iterations=2, dashboard=False)
+    train(model, tokenizer, rows, [called_act], output_dir=tmp_path / "run", environment_factory=FrozenLake, **EPISODE_STEPS)
     samples = read_samples(tmp_path / "run")
     played = [row["episode"] for row in samples if len(row["episode"]) >= 2]
     assert played, [row["episode"] for row in samples]

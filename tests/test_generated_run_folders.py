@@ -157,7 +157,7 @@ def folder_ends(tiny, finished, situation, real: bool) -> str:
                 chosen = trainer.resume_checkpoint
                 patch.setattr(trainer, "resume_checkpoint", lambda *a, **k: captured.setdefault("checkpoint", chosen(*a, **k)))
                 if real:
-                    patch.setattr(trainer, "_grpo_trainer", _real_trainer(captured))
+                    patch.setattr(trainer, "grpo_trainer", _real_trainer(captured))
                 train(model, tokenizer, dataset, rewards, output_dir=folder, resume=resume, overwrite=overwrite, **keywords)
         except Reached:
             pass
@@ -198,7 +198,7 @@ def _assert_resumed(before: dict, after: dict, checkpoint, real: bool) -> None:
 
 def _real_trainer(captured: dict):
     """TRL's trainer, built and recorded: the run trains for real."""
-    build = trainer._grpo_trainer
+    build = trainer.grpo_trainer
 
     def recording(model, tokenizer, dataset, rewards, config, callbacks):
         captured.update(config=config)

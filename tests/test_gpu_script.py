@@ -1,6 +1,7 @@
 """tests/gpu/run.sh, the one command a GPU machine runs: its plan fits one call, and its dry run (GPU_DRY_RUN=1: this
 machine's CPU and Python, no kit) runs every part end to end and leaves what a reader needs in $OUT."""
 
+import importlib.util
 import json
 import os
 import re
@@ -14,7 +15,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "tests" / "gpu" / "run.sh"
 PARTS = ["setup", "tests", "compare", "families"]  # in priority order
-OUTPUTS = {"timeline.txt", "versions.txt", "gpu-tests.log", "gpu-tests.xml", "gpu_compare.json", "gpu_compare.md", "gpu_compare.log"}
+OUTPUTS = {"timeline.txt", "versions.txt", "gpu-tests.log", "gpu-tests.xml", "gpu-failures.log", "gpu_compare.json",
+           "gpu_compare.md", "gpu_compare.log"}
 CALL_S, PLAN_S = 600, 560  # the GPU machine runs one command for at most 10 minutes; the plan keeps 40 s spare
 
 
@@ -37,7 +39,7 @@ def test_the_plan_runs_the_parts_in_priority_order_within_one_call():
     assert list(rows) == PARTS
     assert sum(planned for _, planned in rows.values()) == total_planned <= total_limit == PLAN_S < CALL_S
     assert all(planned <= limit for limit, planned in rows.values())
-    assert {"test_gpu_load.py", "test_gpu_train.py", "test_gpu_t4_fp16.py", "test_gpu_out_of_memory.py"} <= {
+    assert {"test_gpu_load.py", "test_gpu_train.py", "test_gpu_t4_fp16.py", "test_gpu_out_of_memory.py", "test_gpu_environments.py"} <= {
         p.name for p in (ROOT / "tests" / "gpu").glob("test_gpu_*.py")}
     refused = run_script("load")
     assert refused.returncode == 2 and "usage: bash tests/gpu/run.sh all | plan | PART..." in refused.stderr
@@ -65,7 +67,9 @@ def test_the_dry_run_runs_every_part_and_leaves_what_a_reader_needs(tmp_path):
     assert log.count("slowest durations") == 1 + families  # the GPU tests share one pytest process
     cases = ET.parse(out / "gpu-tests.xml").getroot().iter("testcase")
     files = {case.get("classname").rsplit(".", 1)[-1] for case in cases}
-    assert {"test_gpu_load", "test_gpu_train", "test_gpu_t4_fp16", "test_gpu_out_of_memory"} <= files
+    assert {"test_gpu_load", "test_gpu_train", "test_gpu_t4_fp16", "test_gpu_out_of_memory", "test_gpu_environments",
+            "test_gpu_vision"} <= files  # the vision and environment parts run too, each skipped for want of CUDA
+    assert (out / "gpu-failures.log").read_text() == ""  # nothing failed
     # the comparison's rows as JSON and as tables; the device and versions
     rows = json.loads((out / "gpu_compare.json").read_text())
     assert rows and all(r["status"] == "ok" for r in rows), rows
@@ -79,6 +83,42 @@ def test_the_dry_run_runs_every_part_and_leaves_what_a_reader_needs(tmp_path):
     text = section(rows, versions.splitlines(), "`bash tests/gpu/run.sh all`", timeline)
     assert text.startswith(f"{HEADING}\n\n`bash tests/gpu/run.sh all` on no CUDA GPU (CPU), ")
     assert "| trl_16bit | " in text and "| gen_dynamic | " in text and "\ntests " in text
+
+
+TRAINING_RUN = """
+import signal, sys, time
+def asked_to_stop(*_):  # grpo-lite's trainer: the first Ctrl-C stops after the step, the second interrupts
+    print("stopping after this step", flush=True)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+signal.signal(signal.SIGINT, asked_to_stop)
+try:
+    time.sleep(120)
+except KeyboardInterrupt:
+    print("summary written", flush=True)
+    sys.exit(2)
+"""
+
+
+def test_a_part_past_its_limit_is_stopped_as_ctrl_c_twice_so_its_report_is_still_written():
+    stop_at = re.search(r"^stop_at\(\) \{.*?^\}$", SCRIPT.read_text(), re.MULTILINE | re.DOTALL)[0]
+    done = subprocess.run(["bash", "-c", f'{stop_at}\nstop_at 2 "$@"; echo "exit $?"', "-", sys.executable, "-c", TRAINING_RUN],
+                          capture_output=True, text=True, timeout=60)
+    assert done.stdout.split("\n")[:3] == ["stopping after this step", "summary written", "exit 124"], done
+
+
+def test_each_gpu_failure_is_written_when_it_happens(tmp_path, monkeypatch):
+    """A part stopped at its limit ends before pytest's summary, so tests/gpu/conftest.py writes each failure at once."""
+    from types import SimpleNamespace
+
+    spec = importlib.util.spec_from_file_location("gpu_conftest", ROOT / "tests" / "gpu" / "conftest.py")
+    conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conftest)
+    failures = tmp_path / "gpu-failures.log"
+    monkeypatch.setenv("GRPO_LITE_GPU_FAILURES", str(failures))
+    for failed, name in ((True, "test_a"), (False, "test_b")):
+        conftest.pytest_runtest_logreport(SimpleNamespace(failed=failed, nodeid=f"tests/gpu/x.py::{name}", when="call",
+                                                          duration=3.25, longreprtext=f"AssertionError in {name}"))
+    assert failures.read_text() == "== tests/gpu/x.py::test_a (call, 3.2 s)\nAssertionError in test_a\n\n"
 
 
 @pytest.mark.slow

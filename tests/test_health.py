@@ -31,12 +31,24 @@ def broken(records: list[dict], steps, **metrics) -> list[dict]:
     return [{**r, **values} if r["step"] in steps else r for r in records]
 
 
+def playing(steps: int = 8) -> list[dict]:
+    """The healthy stream of a run with tools: each episode calls a tool once, no call fails, half end at the turn limit."""
+    return [{**r, "tools/call_frequency": 1.0, "tools/failure_frequency": 0.0, "episodes/model_turns": 1.5,
+             "episodes/turn_limit": 0.5, "episodes/tool_error": 0.0} for r in healthy(steps)]
+
+
 def fired(records, **options) -> list[tuple[str, int]]:
     return [(w.rule, w.step) for w in replay(records, **{**HEALTHY, **options})]
 
 
 def test_a_real_healthy_run_raises_no_warning():
     assert fired(healthy()) == []
+
+
+def test_a_healthy_run_with_tools_raises_no_warning_and_the_episode_rules_need_their_metrics():
+    assert fired(playing()) == []
+    # a run without tools logs none of tools/* and episodes/*: its steps are no streak of a tool never called
+    assert fired(broken(healthy(), range(1, 9), tools__call_frequency=None)) == []
 
 
 def test_a_warning_fires_once_per_episode_and_again_after_it_clears():
@@ -65,6 +77,9 @@ def test_a_warning_fires_once_per_episode_and_again_after_it_clears():
         ("kl_dominates", broken(healthy(), range(4, 9), invariants__kl_share=0.9), {}, 4),
         ("constant_reward", broken(healthy(12), range(1, 13), rewards__length_reward__mean=1.0,
                                    rewards__length_reward__std=0.0), {}, 10),
+        ("turn_limit", broken(playing(), {4, 5}, episodes__turn_limit=1.0), {}, 4),
+        ("tool_always_fails", broken(playing(), range(3, 9), tools__failure_frequency=1.0), {}, 5),
+        ("no_tool_calls", broken(playing(), range(2, 9), tools__call_frequency=0.0, tools__failure_frequency=0.0), {}, 4),
     ],
 )
 def test_each_rule_trips_on_its_failure_shape(rule, records, options, step):

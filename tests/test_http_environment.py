@@ -179,7 +179,7 @@ GUESS_FIVE = '<tool_call>\n{"name": "act", "arguments": {"action": 5}}\n</tool_c
 @pytest.mark.slow
 @newer_only("environment_factory")
 def test_a_model_plays_a_served_game_through_trl_each_rollout_on_its_own_server(servers, tmp_path):
-    from games import build_tool_calling_model
+    from games import EPISODE_STEPS, build_tool_calling_model, called_act
 
     from grpo_lite import load_model, prepare_dataset, train
     from grpo_lite.monitor.samples import read_samples
@@ -193,12 +193,7 @@ def test_a_model_plays_a_served_game_through_trl_each_rollout_on_its_own_server(
     model, tokenizer = load_model(str(folder), lora_rank=8)
     rows = prepare_dataset([{"question": question, "answer": ""}] * 4, system_prompt=None)
 
-    def guessed(completions, **kwargs):
-        return [float("act" in str(completion)) for completion in completions]
-
-    train(model, tokenizer, rows, [guessed], output_dir=tmp_path / "run", environment_factory=Game, preset="cpu-smoke",
-          max_steps=2, num_generations=4, per_device_train_batch_size=4, max_completion_length=192,
-          max_tool_calling_iterations=2, dashboard=False)
+    train(model, tokenizer, rows, [called_act], output_dir=tmp_path / "run", environment_factory=Game, **EPISODE_STEPS)
     samples = read_samples(tmp_path / "run")
     played = [row for row in samples if len(row["episode"]) >= 2]
     assert played, [row["episode"] for row in samples]

@@ -180,7 +180,7 @@ def test_each_install_cell_installs_from_the_wheel_and_notebook_01_then_runs(fre
             notebook.cells = notebook.cells[: end + 1]
         workdir = tmp_path / path.stem
         workdir.mkdir()
-        client = NotebookClient(notebook, timeout=900, kernel_name="fresh-runtime", resources={"metadata": {"path": str(workdir)}})
+        client = NotebookClient(notebook, timeout=900, startup_timeout=300, kernel_name="fresh-runtime", resources={"metadata": {"path": str(workdir)}})
         client.execute()
         install = next(c for c in notebook.cells if c.cell_type == "code" and "%pip install" in c.source).metadata.execution
         took = datetime.fromisoformat(install["shell.execute_reply"]) - datetime.fromisoformat(install["iopub.execute_input"])

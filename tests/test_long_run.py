@@ -139,14 +139,14 @@ def test_a_reports_display_is_the_same_size_for_ten_times_the_rows():
 
 
 def test_a_preview_report_shows_its_first_groups_and_counts_the_rest():
-    from grpo_lite.evaluation.group_preview import _report
+    from grpo_lite.evaluation.group_preview import report_on
     from grpo_lite.model.inference import Completion
 
     rows = lab_rows(200)  # 50 groups of 4
     completions = [Completion(row["completion"], tuple(range(10)), False) for row in rows]
     groups = [list(range(g * 4, g * 4 + 4)) for g in range(50)]
     settings = {"reward_weights": None, "scale_rewards": "group", "multi_objective_aggregation": "sum_then_normalize"}
-    report = _report(rows, groups, completions, [numeric_correctness_reward], settings, [])
+    report = report_on(rows, groups, completions, [numeric_correctness_reward], settings, [])
     text = str(report)
     assert "Preview: 50 prompts x 4 completions" in text and "groups 0-19 of 50" in text
     assert "... and 30 more groups: report.groups, report.browse()" in text

@@ -59,7 +59,7 @@ def test_notebook_runs_in_smoke_mode(path, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("MPLBACKEND", "Agg")
     notebook = nbformat.read(path, as_version=4)
-    client = NotebookClient(notebook, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}})
+    client = NotebookClient(notebook, timeout=900, startup_timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}})
     client.execute()  # raises CellExecutionError, with the cell and traceback, on any error
     out = ROOT / "test-artifacts" / "notebooks"
     out.mkdir(parents=True, exist_ok=True)

@@ -85,10 +85,10 @@ def test_an_fp32_run_stays_fp32_under_unsloths_trainer_on_a_t4(tmp_path, tiny_mo
         import os
         from grpo_lite import load_model, prepare_dataset
         from grpo_lite.run.config import make_config
-        from grpo_lite.training.trainer import _grpo_trainer
+        from grpo_lite.training.trainer import grpo_trainer
         model, tokenizer = load_model({str(tiny_model_dir)!r}, backend="cpu", lora_rank=None)
         dataset = prepare_dataset([{{"question": "1 + 1?", "answer": "2"}}] * 4, question="question", answer="answer")
-        trainer = _grpo_trainer(model, tokenizer, dataset, [lambda completions, **kw: [0.0] * len(completions)],
+        trainer = grpo_trainer(model, tokenizer, dataset, [lambda completions, **kw: [0.0] * len(completions)],
                                 make_config("cpu-smoke", output_dir="out"), [])
         result({{"fp16": trainer.args.fp16, "bf16": trainer.args.bf16,
                  "precision": os.environ.get("ACCELERATE_MIXED_PRECISION")}})
@@ -166,7 +166,9 @@ def test_notebook_01_runs_its_demo_then_its_training_under_unsloths_patching(tmp
         monkeypatch.setenv(name, value)
     notebook = nbformat.read(ROOT / "notebooks" / "01_quickstart_gsm8k.ipynb", as_version=4)
     notebook.cells.append(nbformat.v4.new_code_cell("import trl\nprint('trainer:', type(result.trainer).__name__, trl.GRPOTrainer.__name__)"))
-    NotebookClient(notebook, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(work)}}).execute()
+    # a kernel importing torch and Unsloth beside two test workers and an install can take minutes to answer (nbclient
+    # waits 60 s by default), as in every notebook test
+    NotebookClient(notebook, timeout=900, startup_timeout=300, kernel_name="python3", resources={"metadata": {"path": str(work)}}).execute()
     printed = "".join(o.get("text", "") for o in notebook.cells[-1].outputs)
     assert "trainer: UnslothGRPOTrainer UnslothGRPOTrainer" in printed
 

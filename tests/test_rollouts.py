@@ -14,10 +14,12 @@ from games import LetterGuess, NumberGuess, build_tool_calling_model, guess, pla
 from packaging.version import Version
 from stacks import newer_only
 
-from grpo_lite import load_model, prepare_dataset, read_metrics, train
+from grpo_lite import load_model, prepare_dataset, preview, read_metrics, show_run, train
+from grpo_lite.evaluation.episodes import episode_findings
 from grpo_lite.machine import stack
-from grpo_lite.monitor.figure import ChartData
-from grpo_lite.monitor.samples import read_samples
+from grpo_lite.monitor.figure import ChartData, dashboard_figure
+from grpo_lite.monitor.samples import episode_metrics, read_samples
+from grpo_lite.monitor.views import frame_html
 from grpo_lite.run.record import read_run
 from grpo_lite.run.settings import ConfigError
 from grpo_lite.training.rollouts import rollout_options
@@ -129,11 +131,30 @@ def _assert_called_and_answered(samples, result: str) -> None:
 
 
 def _assert_tool_curves(folder) -> None:
-    records = read_metrics(folder)
+    """TRL's tool metrics and each step's episodes' (counted from the samples it logged) are charted, in a third row."""
+    records, samples = read_metrics(folder), read_samples(folder)
     assert all(isinstance(record["tools/call_frequency"], float) for record in records)
     assert any(record["tools/call_frequency"] > 0 for record in records)
-    steps, values = ChartData(records).points("tools/call_frequency")
-    assert steps == [1, 2] and values == [record["tools/call_frequency"] for record in records]
+    for record in records:
+        assert record | episode_metrics([row for row in samples if row["step"] == record["step"]]) == record
+    chart = ChartData(records)
+    for key in ("tools/call_frequency", "episodes/model_turns", "episodes/turn_limit"):
+        steps, values = chart.points(key)
+        assert steps == [1, 2] and values == [record[key] for record in records]
+    without_tools = ChartData([{key: value for key, value in record.items() if not key.startswith(("tools/", "episodes/"))}
+                               for record in records])
+    assert len(dashboard_figure(chart).axes) == len(dashboard_figure(without_tools).axes) + 3  # a text run keeps its two rows
+
+
+def _assert_drawn_turn_by_turn(folder) -> None:
+    """The dashboard of the run draws a rollout that called guess as its turns: the call, then the tool's answer."""
+    frame = show_run(folder, view="log").frame()
+    page = frame_html(frame)
+    played = [row for row in frame.samples if len(row["episode"]) >= 2]
+    assert played, [row["episode"] for row in frame.samples]
+    answer = re.escape(f"{played[0]['episode'][1]['tool']} -&gt; {played[0]['episode'][1]['result']}")
+    assert re.search(rf'grpo-lite-call"[^>]*>guess\(number=\d\)</div><div class="grpo-lite-turn grpo-lite-tool"[^>]*>{answer}<', page)
+    assert f"<td>{played[0]['ended']}</td>" in page
 
 
 @pytest.mark.slow
@@ -147,6 +168,7 @@ def test_a_model_calling_a_tool_trains_and_each_rollout_is_an_episode(tool_calle
     assert {row["ended"] for row in samples} <= {"done", "turn limit", "tool error"}
     assert all(row["ended"] == "turn limit" for row in samples if row["episode"][-1]["calls"])
     _assert_tool_curves(tmp_path)
+    _assert_drawn_turn_by_turn(tmp_path)
     assert read_run(tmp_path).chosen["rollouts"] == {"tools": ["guess"]}
 
 
@@ -202,3 +224,59 @@ def test_a_rollout_function_plays_the_game_itself_and_its_extra_keys_reach_the_r
     assert all(len(row["episode"]) == 1 and row["ended"] == "done" for row in samples)
     assert any("<tool_response>\ncorrect\n</tool_response>" in row["episode"][0]["text"] for row in samples)
     assert [row["rewards"]["guesses_reward"] for row in samples] == [float(n) for batch in seen for n in batch]
+
+
+def _kinds(report) -> list[str]:
+    return [found.kind for found in report.findings]
+
+
+PREVIEWED = dict(preset="cpu-smoke", n_prompts=2, num_generations=2, max_completion_length=192, max_tool_calling_iterations=1)
+
+
+@pytest.mark.slow
+@newer_only("environment_factory")
+def test_preview_plays_groups_of_episodes_in_trls_tool_loop_and_scores_the_environments_reward(tool_caller):
+    model, tokenizer = load_model(str(tool_caller), lora_rank=8)
+    report = preview(model, tokenizer, game_rows(2), [calls_reward], environment_factory=NumberGuess, **PREVIEWED)
+    assert report.groups == [[0, 1], [2, 3]] and len(report.episodes) == 4
+    _assert_called_and_answered(report.episodes, "correct")
+    # the environment's get_reward, as TRL scored each episode, is a reward of the lab's among the run's own
+    assert report.functions == ["calls_reward", "NumberGuess"]
+    assert report.lab.scores("NumberGuess") == [episode["rewards"]["NumberGuess"] for episode in report.episodes]
+    assert report.lab.scores("calls_reward") == [episode["rewards"]["calls_reward"] for episode in report.episodes]
+    assert "tool_always_fails" not in _kinds(report) and "no_tool_calls" not in _kinds(report)
+    assert ("turn_limit" in _kinds(report)) == all(episode["ended"] == "turn limit" for episode in report.episodes)
+    assert "episodes ended:" in str(report)
+    # the length findings read what the model wrote: a tool's result, which the loss leaves out, is not counted
+    played = [i for i, episode in enumerate(report.episodes) if len(episode["episode"]) >= 2]
+    assert played and all("tool_response" not in tokenizer.decode(report.completions[i].token_ids) for i in played)
+    assert report.rescore().lab.scores("NumberGuess") == report.lab.scores("NumberGuess")
+
+
+@pytest.mark.slow
+@newer_only("environment_factory")
+def test_preview_finds_a_tool_whose_every_call_fails_and_a_model_that_calls_none(tool_caller, tiny_model):
+    model, tokenizer = load_model(str(tool_caller), lora_rank=8)
+    # LetterGuess has no guess tool, the one the model was taught to call: TRL answers every call with an error
+    report = preview(model, tokenizer, game_rows(2), [calls_reward], environment_factory=LetterGuess, **PREVIEWED)
+    failing = [found for found in report.findings if found.kind == "tool_always_fails"]
+    assert [found.message.split(":")[0] for found in failing] == ["guess"], report.episodes
+    untaught, template = tiny_model
+    template.chat_template = TOOL_CALLING.chat_template()
+    silent = preview(untaught, template, game_rows(2), [calls_reward], tools=[guess], **{**PREVIEWED, "max_completion_length": 16})
+    assert "no_tool_calls" in _kinds(silent) and not any(turn["calls"] for e in silent.episodes for turn in e["episode"])
+
+
+def test_episode_findings_judge_a_batch_once():
+    call = [{"tool": "guess", "arguments": {"number": 5}}]
+    cut = {"episode": [{"turn": "model", "text": "", "calls": call}], "ended": "turn limit"}
+    failed = {"episode": [{"turn": "model", "text": "", "calls": call},
+                          {"turn": "tool", "tool": "guess", "result": "{'error': 'Tool guess not found.'}"},
+                          {"turn": "model", "text": "", "calls": call}], "ended": "turn limit"}
+    answered = {"episode": [{"turn": "model", "text": "", "calls": call}, {"turn": "tool", "tool": "guess", "result": "correct"},
+                            {"turn": "model", "text": "5", "calls": []}], "ended": "done"}
+    plain = {"episode": [{"turn": "model", "text": "5", "calls": []}], "ended": "done"}
+    assert [f.kind for f in episode_findings([cut, failed], has_tools=True)] == ["turn_limit", "tool_always_fails"]
+    assert [f.kind for f in episode_findings([cut, answered, failed], has_tools=True)] == []
+    assert [f.kind for f in episode_findings([plain, plain], has_tools=True)] == ["no_tool_calls"]
+    assert episode_findings([plain, plain], has_tools=False) == []

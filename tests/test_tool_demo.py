@@ -11,7 +11,7 @@ from stacks import newer_only
 from grpo_lite.data.arithmetic import heldout_arithmetic_problems
 from grpo_lite.data.calculator import calculate
 from grpo_lite.data.prepare import prepare_dataset
-from grpo_lite.evaluation.episodes import Episode, play_episodes
+from grpo_lite.evaluation.played import Episode, play_episodes
 from grpo_lite.evaluation.scoring import score
 from grpo_lite.launch.cli import build_parser
 from grpo_lite.launch.demo import HELDOUT_QUESTIONS, TOOL_DEMO_MODEL_DIR, run_demo

@@ -10,6 +10,10 @@ and advantage formula, and reports what decides whether a run can learn:
 - rewards that pay for length (correlation with the completion's token count);
 - completions cut at ``max_completion_length``.
 
+With tools or an environment (``grpo_lite.preview(..., tools=...)``, grpo_lite/training/episode_preview.py), TRL's own
+tool loop plays the groups as episodes, and the same report adds what only episodes show (:mod:`.episodes`): every
+episode cut at the turn limit, a tool whose every call fails, no tool ever called.
+
 Each finding comes with a one-line suggestion. The report's display summarises first (findings, problems, one
 line per reward function), then the first groups and how many more there are; ``report.browse()`` opens an
 interactive view of every group in a notebook, ``report.to_csv(path)`` writes every completion's scores, and
@@ -21,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import sys
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +41,7 @@ from ..data.prepare import DatasetError, as_dataset
 from ..model.inference import Completion, sample
 from ..monitor.samples import question_of
 from ..run.settings import ConfigError
+from .episodes import episode_findings
 from .scoring import as_rewards_get, pass_at_k, powers_of_two
 
 SAMPLING = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "max_completion_length")
@@ -94,7 +100,9 @@ class PreviewReport(RichReport):
     """The lab's report on sampled groups, with what decides whether GRPO can learn from them.
 
     ``lab`` is the reward lab's :class:`~rewards.check.RewardReport` (every row: scores, total, advantage);
-    ``groups[i]`` lists the lab rows of prompt ``i``; ``findings`` say what to change.
+    ``groups[i]`` lists the lab rows of prompt ``i``; ``findings`` say what to change. A preview with tools or an
+    environment (grpo_lite.training.episode_preview) keeps each completion's episode in ``episodes`` (samples.jsonl's
+    rows); a preview of replies has none.
     """
 
     text_width = 140
@@ -109,6 +117,7 @@ class PreviewReport(RichReport):
     greedy_rows: list[dict[str, Any]] = field(default_factory=list, repr=False)
     greedy_scores: dict[str, list[float | None]] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
+    episodes: list[dict[str, Any]] = field(default_factory=list, repr=False)
 
     # Summaries ------------------------------------------------------------------------------------
 
@@ -182,7 +191,7 @@ class PreviewReport(RichReport):
         """The same completions scored again, with ``rewards`` or, by default, the rewards as they are defined
         now: edit a reward function in its cell, run the cell, then rescore."""
         spec = current_rewards(self.rewards if rewards is None else rewards)
-        return _report(self.rows, self.groups, self.completions, spec, self.settings, self.greedy_rows)
+        return report_on(self.rows, self.groups, self.completions, spec, self.settings, self.greedy_rows, episodes=self.episodes)
 
     def browse(self):
         """An interactive view in a notebook: groups one by one, filters, a re-score button."""
@@ -203,6 +212,9 @@ class PreviewReport(RichReport):
         lines = [Text(f"Preview: {len(self.groups)} prompts x {self.num_generations} completions, "
                       f"{self.no_signal_share:.0%} of groups with no signal, {self.truncated_share:.0%} truncated",
                       style="bold")]
+        if self.episodes:
+            ended = Counter(episode["ended"] for episode in self.episodes)
+            lines.append(Text("episodes ended: " + ", ".join(f"{where} {count}" for where, count in ended.most_common())))
         for name in self.correctness:
             greedy = self.greedy_accuracy(name)
             passes = ", ".join(f"pass@{k} {v:.0%}" for k, v in self.pass_at_k(name).items())
@@ -262,10 +274,12 @@ def _findings(report: PreviewReport) -> list[Finding]:
                                  "(max_length_penalty, soft_overlong_punishment) or score content only"))
     if is_truncated(report.truncated_share):
         found.append(finding("truncated", f"{report.truncated_share:.0%} of completions hit max_completion_length"))
-    return found
+    return found + episode_findings(report.episodes, has_tools=True)
 
 
-def _report(rows, groups, completions, rewards, settings, greedy_rows) -> PreviewReport:
+def report_on(rows, groups, completions, rewards, settings, greedy_rows, *, episodes=()) -> PreviewReport:
+    """The report on sampled groups: ``rows`` scored in the lab with ``rewards`` and ``settings``' advantage formula,
+    ``completions`` as sampled, ``greedy_rows`` for the greedy accuracy, ``episodes`` where the rollouts had tools."""
     funcs, weights = resolve_rewards(rewards)
     lab = check_rewards(rewards, rows, reward_weights=settings.get("reward_weights") or weights,
                         scale_rewards=settings["scale_rewards"],
@@ -277,9 +291,22 @@ def _report(rows, groups, completions, rewards, settings, greedy_rows) -> Previe
         greedy_lab = check_rewards(correctness, greedy_rows)
         greedy_scores = {name: greedy_lab.scores(name) for name in greedy_lab.functions}
     report = PreviewReport(lab=lab, rows=rows, groups=groups, completions=completions, rewards=rewards,
-                           settings=settings, greedy_rows=greedy_rows, greedy_scores=greedy_scores)
+                           settings=settings, greedy_rows=greedy_rows, greedy_scores=greedy_scores, episodes=list(episodes))
     report.findings = _findings(report)
     return report
+
+
+def checked_input(dataset, rewards: Any, num_generations: int):
+    """``dataset`` as a Dataset, refused before any generation where preview could not judge it: no prompts, groups
+    of one, rewards that do not resolve."""
+    dataset = as_dataset(dataset)
+    if "prompt" not in dataset.column_names:
+        raise DatasetError(f"preview: the dataset has no 'prompt' column (columns: {dataset.column_names}); build it "
+                         "with grpo_lite.prepare_dataset")
+    if num_generations < 2:
+        raise ConfigError(f"preview: num_generations={num_generations}; GRPO compares completions within a group, use 2 or more")
+    resolve_rewards(rewards)  # names and signatures checked before any generation
+    return dataset
 
 
 def preview(
@@ -316,13 +343,7 @@ def preview(
     """
     import torch
 
-    dataset = as_dataset(dataset)
-    if "prompt" not in dataset.column_names:
-        raise DatasetError(f"preview: the dataset has no 'prompt' column (columns: {dataset.column_names}); build it "
-                         "with grpo_lite.prepare_dataset")
-    if num_generations < 2:
-        raise ConfigError(f"preview: num_generations={num_generations}; GRPO compares completions within a group, use 2 or more")
-    resolve_rewards(rewards)  # names and signatures checked before any generation
+    dataset = checked_input(dataset, rewards, num_generations)
     settings = sampling_settings(preset, num_generations=num_generations, **overrides)
     if max_completion_length is not None:
         settings["max_completion_length"] = max_completion_length
@@ -340,7 +361,7 @@ def preview(
         groups.append(list(range(len(rows), len(rows) + num_generations)))
         rows += [_lab_row(row, c) for c in completions[g * num_generations:(g + 1) * num_generations]]
     greedy_rows = [_lab_row(row, c) for row, c in zip(scored, sample(model, tokenizer, chosen, **options))] if greedy else []
-    return _report(rows, groups, completions, rewards, settings, greedy_rows)
+    return report_on(rows, groups, completions, rewards, settings, greedy_rows)
 
 
 def _lab_row(row: dict[str, Any], completion: Completion) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 ``evaluate`` generates one greedy completion per row (accuracy, format rate, mean rewards) and, with
 ``heldout_samples=k``, k sampled completions per row for pass@k; with ``tools``, each is an episode that runs the tool
-calls the model writes, as training does (:mod:`grpo_lite.evaluation.episodes`). ``score`` does the arithmetic on given
+calls the model writes, as training does (:mod:`grpo_lite.evaluation.played`). ``score`` does the arithmetic on given
 completions, so a report can be checked by hand. ``compare`` puts a base and a trained report side by side.
 """
 
@@ -29,7 +29,7 @@ from ..machine import stack
 from ..model.inference import prompt_texts, sample
 from ..run.settings import OPTION_RANGES, ConfigError, Heldout, declared
 from ..shapes import Declared, Whole, check
-from .episodes import Episode, play_episodes
+from .played import Episode, play_episodes
 
 EXAMPLES_SHOWN = 3
 
@@ -153,7 +153,7 @@ def score(
     number, else ``rewards.exact_match_reward``) gives it a positive score; well formatted when ``format_reward``
     (default ``rewards.soft_xml_format_reward``) does.
     Completions are texts, :class:`~grpo_lite.model.inference.Completion` (whose token ids the rewards then get) or
-    :class:`~grpo_lite.evaluation.episodes.Episode` (whose messages the rewards get, as in training);
+    :class:`~grpo_lite.evaluation.played.Episode` (whose messages the rewards get, as in training);
     every function is called as training calls it (``rewards.calling.call_reward``: a chat message for a chat
     prompt, ``async`` ones awaited).
     """

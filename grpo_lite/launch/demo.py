@@ -20,7 +20,7 @@ torchvision.
 Qwen2.5's chat template made by ``scripts/train_tool_demo_model.py``) answers the arithmetic word problems with
 :func:`grpo_lite.data.calculator.calculate` among its tools: mostly with a guess rounded to ten, sometimes by calling the
 calculator and reading its result. Training runs each call through TRL's tool loop and held-out evaluation plays the
-same episodes (:mod:`grpo_lite.evaluation.episodes`), so held-out accuracy counts answers the model reached by acting.
+same episodes (:mod:`grpo_lite.evaluation.played`), so held-out accuracy counts answers the model reached by acting.
 It needs a stack with tool calling (TRL 1, transformers 5) and is refused on others, by name, before any model work.
 """
 

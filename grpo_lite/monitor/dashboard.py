@@ -1,8 +1,10 @@
 """LiveDashboard: watch a GRPO run while it trains, in a notebook, a terminal or a log.
 
 It shows reward (with a smoothed line), reward_std and frac_reward_zero_std, KL, per-reward means,
-completion length and truncation, grad norm, the latest samples with each reward's score and advantage,
-health warnings with a fix, and a header (model, backend, step / max steps, elapsed, time left, tokens/s).
+completion length and truncation, grad norm (and, in a run with tools, tool calls and failures, turns per episode
+and how episodes ended), the latest samples each as its episode, turn by turn, with where it ended, each reward's
+score and advantage (a plain reply is an episode of one model turn), health warnings with a fix, and a header
+(model, backend, step / max steps, elapsed, time left, tokens/s).
 The numbers, samples and warnings are redrawn at each logged step (at most every ``min_interval`` s; they
 cost milliseconds). The charts, and ``dashboard.png`` in the output dir, are re-rendered only while all
 drawing stays within ``max_overhead`` of the training time, and once more when training ends. Only the

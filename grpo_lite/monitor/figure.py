@@ -16,11 +16,13 @@ from typing import Any
 
 from rewards.diagnoses import DIAGNOSIS
 
+from .samples import EPISODE_METRICS
+
 RECENT_POINTS = 256  # the newest points of a series, each drawn
 BUCKETS = 256  # at most this many buckets before them, two points each (even: buckets merge in pairs)
 SMOOTHING = 0.8
 CHARTED = ("reward", "reward_std", "frac_reward_zero_std", "kl", "completions/mean_length", "completions/clipped_ratio",
-           "grad_norm", "loss", "tools/call_frequency", "tools/failure_frequency")  # the tools' where a rollout calls any
+           "grad_norm", "loss", "tools/call_frequency", "tools/failure_frequency", *EPISODE_METRICS)  # the last where a run has tools
 
 
 class Downsampled:
@@ -154,17 +156,20 @@ def smoothed(values: Sequence[float], weight: float = SMOOTHING) -> list[float]:
 
 def dashboard_figure(data: ChartData | Sequence[dict[str, Any]]):
     """A 2x3 figure of a run's series (a :class:`ChartData`, or the step records, read into one): reward, reward
-    spread, KL, per-reward means, completion length with the clipped ratio, loss and grad norm."""
+    spread, KL, per-reward means (an environment's reward among them), completion length with the clipped ratio, loss
+    and grad norm; a run with tools gets a third row: tool calls and failures, the model's turns per episode, and the
+    share of episodes that ended at the turn limit or in a tool error."""
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
 
     data = data if isinstance(data, ChartData) else ChartData(data)
     _series = data.points
+    episodes = "tools/call_frequency" in data.series
 
-    figure = Figure(figsize=(12, 6), dpi=80)
+    figure = Figure(figsize=(12, 9 if episodes else 6), dpi=80)
     figure.subplots_adjust(left=0.05, right=0.95, top=0.94, bottom=0.08, wspace=0.3, hspace=0.4)
-    axes = figure.subplots(2, 3)
-    reward, spread, kl, per_reward, length, grad = axes.flat
+    axes = figure.subplots(3 if episodes else 2, 3)
+    reward, spread, kl, per_reward, length, grad = axes.flat[:6]
 
     steps, values = _series("reward")
     reward.plot(steps, values, ".", color="tab:blue", alpha=0.4, label="reward")
@@ -205,11 +210,27 @@ def dashboard_figure(data: ChartData | Sequence[dict[str, Any]]):
     grad.plot(*_series("loss"), color="tab:gray", label="loss")
     grad.set_title("grad norm and loss")
     grad.legend(loc="upper right", fontsize=8)
+    if episodes:
+        _episode_charts(_series, *axes.flat[6:])
     for axis in axes.flat:
         axis.xaxis.set_major_locator(MaxNLocator(integer=True))
         axis.set_xlabel("step", fontsize=8)
         axis.tick_params(labelsize=7)
     return figure
+
+
+def _episode_charts(series, tools, turns, endings) -> None:
+    tools.plot(*series("tools/call_frequency"), color="tab:blue", label="calls per episode")
+    tools.plot(*series("tools/failure_frequency"), color="tab:red", linestyle="--", label="share of calls failed")
+    tools.set_title("tool calls and failures")
+    tools.legend(loc="upper right", fontsize=8)
+    turns.plot(*series("episodes/model_turns"), color="tab:green")
+    turns.set_title("model turns per episode")
+    endings.plot(*series("episodes/turn_limit"), color="tab:orange", label="turn limit")
+    endings.plot(*series("episodes/tool_error"), color="tab:red", linestyle="--", label="tool error")
+    endings.set_ylim(-0.05, 1.05)
+    endings.set_title("episodes ended at")
+    endings.legend(loc="upper right", fontsize=8)
 
 
 def figure_png(figure) -> bytes:

@@ -156,6 +156,7 @@ class HealthMonitor:
         self._low_std_steps = 0
         self._first_reward_means: dict[str, float | None] = {}
         self._varied_rewards: set[str] = set()
+        self._streaks: dict[str, int] = {}  # rule -> steps in a row its metric has been past its threshold
 
     def update(self, record: dict[str, Any]) -> list[HealthWarning]:
         self.steps += 1
@@ -197,12 +198,32 @@ class HealthMonitor:
             "empty_completion_mask": self._empty_completion_mask(record),
             "kl_dominates": self._above(record, "kl_dominates", "invariants/kl_share",
                                         "the KL term is {value:.0%} of the update signal"),
+            "turn_limit": self._at_least(record, "turn_limit", "episodes/turn_limit",
+                                         "every episode ended at the turn limit, its last call unanswered"),
+            "tool_always_fails": self._for_steps(record, "tool_always_fails", "tools/failure_frequency", above=True,
+                                                 message="every tool call failed for {steps} steps"),
+            "no_tool_calls": self._for_steps(record, "no_tool_calls", "tools/call_frequency", above=False,
+                                             message="no episode called a tool for {steps} steps"),
         }
 
     @staticmethod
     def _above(record, rule: str, key: str, message: str) -> str | None:
         value = metric(record, key)
         return message.format(value=value) if value is not None and value > DIAGNOSIS[rule].thresholds[key] else None
+
+    @staticmethod
+    def _at_least(record, rule: str, key: str, message: str) -> str | None:
+        value = metric(record, key)
+        return message if value is not None and value >= DIAGNOSIS[rule].thresholds[key] else None
+
+    def _for_steps(self, record, rule: str, key: str, *, above: bool, message: str) -> str | None:
+        """``message`` once ``key`` has been at or past the rule's threshold (at least it with ``above``, else at most)
+        for its ``window`` steps in a row; a step without the metric (a run without tools) breaks the streak."""
+        value, diagnosis = metric(record, key), DIAGNOSIS[rule]
+        threshold = diagnosis.thresholds[key]
+        past = value is not None and (value >= threshold if above else value <= threshold)
+        steps = self._streaks[rule] = self._streaks.get(rule, 0) + 1 if past else 0
+        return message.format(steps=steps) if steps >= diagnosis.window else None
 
     def _no_signal(self, record) -> str | None:
         rule = DIAGNOSIS["no_signal"]

@@ -8,6 +8,11 @@ reward did not apply), ``total`` and ``advantage``; in a run whose dataset has c
 images as thumbnails in the run folder (``sample_images/<hash>.png``, one file per distinct image), referred to, not
 embedded. The file is bounded: past ``max_rows`` it keeps the newest half.
 
+In a run with tools (TRL logs ``tools/call_frequency`` then), each logged step's record also gets what its batch's
+episodes did (:func:`episode_metrics`): ``episodes/model_turns`` (the model's turns per episode), ``episodes/turn_limit``
+and ``episodes/tool_error`` (the share that ended so); :class:`SampleLog` adds them to the step's logs, so it comes
+before MetricsLog.
+
 A row is a copy of the batch as scored, taken when the step is logged: the rewards scored copies of their own
 (grpo_lite.guards.reward_calls), and nothing that reads or edits a row afterwards (a callback, the dashboard) reaches the
 trainer's record or another row.
@@ -77,9 +82,27 @@ def episode(completion: Any) -> tuple[list[dict[str, Any]], str]:
             turns.append({"turn": "model", "text": _content_text(message.get("content")),
                           "calls": [{"tool": str(call.get("name", "")), "arguments": call.get("arguments")} for call in calls]})
     results = [turn for turn in turns if turn["turn"] == "tool"]
-    if results and _is_tool_error(results[-1]["result"]):
+    if results and is_tool_error(results[-1]["result"]):
         return turns, "tool error"
     return turns, "turn limit" if turns and turns[-1]["turn"] == "model" and turns[-1]["calls"] else "done"
+
+
+EPISODE_METRICS = ("episodes/model_turns", "episodes/turn_limit", "episodes/tool_error")
+
+
+def episode_metrics(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """What a batch's episodes did (samples.jsonl rows): the model's turns per episode, and the share that ended at the
+    turn limit and in a tool error; nothing for no rows.
+
+    >>> episode_metrics([{"episode": [{"turn": "model"}, {"turn": "tool"}, {"turn": "model"}], "ended": "done"},
+    ...                  {"episode": [{"turn": "model"}], "ended": "turn limit"}])
+    {'episodes/model_turns': 1.5, 'episodes/turn_limit': 0.5, 'episodes/tool_error': 0.0}
+    """
+    if not rows:
+        return {}
+    turns = [sum(turn["turn"] == "model" for turn in row["episode"]) for row in rows]
+    return dict(zip(EPISODE_METRICS, (sum(turns) / len(rows), sum(row["ended"] == "turn limit" for row in rows) / len(rows),
+                                      sum(row["ended"] == "tool error" for row in rows) / len(rows))))
 
 
 def _content_text(content: Any) -> str:
@@ -88,7 +111,7 @@ def _content_text(content: Any) -> str:
     return "" if content is None else str(content)
 
 
-def _is_tool_error(result: str) -> bool:
+def is_tool_error(result: str) -> bool:
     """Whether a tool result is TRL's record of a call that raised or named no tool: ``str({"error": message})``."""
     try:
         value = ast.literal_eval(result) if result.startswith("{'error'") else None
@@ -265,6 +288,8 @@ class SampleLog(RunCallback):
         if not state.is_world_process_zero or not logs or "reward" not in logs:
             return
         rows = batch_samples(self.trainer, state.global_step)
+        if "tools/call_frequency" in logs:  # a run with tools: its episodes' metrics, recorded by MetricsLog after this
+            logs.update(episode_metrics(rows))
         batch = [(row["completion"], row["advantage"]) for row in rows]
         if batch != self._last_batch:  # one generation can feed several steps (steps_per_generation > 1)
             self._last_batch = batch

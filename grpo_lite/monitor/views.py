@@ -18,9 +18,9 @@ from typing import Any
 
 from ..run.settings import ConfigError
 from .health import HealthWarning, WarningSummary
-from .samples import question_of
+from .samples import episode, question_of
 
-COMPLETION_CHARS = 300
+COMPLETION_CHARS = 300  # of each turn's text and each tool result
 
 
 @dataclass
@@ -82,6 +82,43 @@ def _thumbnails_html(sample: dict[str, Any]) -> str:
                    f'src="data:image/png;base64,{base64.b64encode(png).decode()}">' for png in sample.get("thumbnails", ()))
 
 
+def episode_lines(sample: dict[str, Any]) -> list[tuple[str, str]]:
+    """A sample's episode as the views draw it, line by line: ``("model", text)``, ``("call", "tool(arguments)")``,
+    ``("tool", "tool -> result")``; a plain reply is one model line. Rows written before episodes were logged are read
+    as their completion's episode."""
+    turns = sample.get("episode") or episode(sample["completion"])[0]
+    lines = []
+    for turn in turns:
+        if turn["turn"] == "tool":
+            lines.append(("tool", f"{turn['tool']} -> {turn['result'][:COMPLETION_CHARS]}"))
+            continue
+        if turn["text"] or not turn["calls"]:  # an empty reply is still the model's turn; a bare call is its calls
+            lines.append(("model", turn["text"][:COMPLETION_CHARS]))
+        lines += [("call", f"{call['tool']}({_arguments(call['arguments'])})") for call in turn["calls"]]
+    return lines
+
+
+def _arguments(arguments: Any) -> str:
+    if isinstance(arguments, dict):
+        return ", ".join(f"{name}={value!r}" for name, value in arguments.items())
+    return "" if arguments is None else str(arguments)
+
+
+def ended(sample: dict[str, Any]) -> str:
+    """Where a sample's episode ended (done, turn limit, tool error); a row without one ended done."""
+    return sample.get("ended") or "done"
+
+
+TURN_STYLE = {"model": "", "call": "color:#1a5fb4", "tool": "color:#26734d"}
+
+
+def _episode_html(sample: dict[str, Any]) -> str:
+    lines = "".join(f'<div class="grpo-lite-turn grpo-lite-{kind}" style="{TURN_STYLE[kind]}">{html.escape(text)}</div>'
+                    for kind, text in episode_lines(sample))
+    return (f"<details><summary>{html.escape(sample['completion'][:60])}</summary>"
+            f"<div style='white-space:pre-wrap;font-family:monospace'>{lines}</div></details>")
+
+
 def frame_html(frame: Frame) -> str:
     """One self-contained HTML block (fixed width, so updates do not reflow the page)."""
     header = " &middot; ".join(f"<b>{html.escape(k)}</b> {html.escape(v)}" for k, v in frame.header.items())
@@ -91,8 +128,7 @@ def frame_html(frame: Frame) -> str:
     rows = "".join(
         "<tr>"
         f"<td>{s['step']}</td><td>{_thumbnails_html(s)}{html.escape(question_of(s['prompt'])[:80])}</td>"
-        f"<td><details><summary>{html.escape(s['completion'][:60])}</summary><pre style='white-space:pre-wrap'>"
-        f"{html.escape(s['completion'][:COMPLETION_CHARS])}</pre></details></td>"
+        f"<td>{_episode_html(s)}</td><td>{html.escape(ended(s))}</td>"
         + "".join(f"<td>{_fmt(s['rewards'].get(n))}</td>" for n in names)
         + f"<td>{_fmt(s['total'])}</td><td>{_fmt(s['advantage'])}</td></tr>"
         for s in frame.samples
@@ -102,7 +138,7 @@ def frame_html(frame: Frame) -> str:
         '<div class="grpo-lite-dashboard" style="width:980px;font-family:sans-serif;font-size:12px">'
         f'<div>{header}</div><div style="display:flex;flex-wrap:wrap;margin:6px 0">{latest}</div>'
         f"{warnings_html(frame.warnings)}{image}"
-        f"<table><tr><th>step</th><th>prompt</th><th>completion</th>{heads}<th>total</th><th>advantage</th></tr>{rows}</table>"
+        f"<table><tr><th>step</th><th>prompt</th><th>episode</th><th>ended</th>{heads}<th>total</th><th>advantage</th></tr>{rows}</table>"
         "</div>"
     )
 
@@ -119,9 +155,10 @@ def frame_rich(frame: Frame):
     latest.add_row(*[Text(k, style="bold") for k, _ in values])
     latest.add_row(*[v for _, v in values])
     names = sorted({n for s in frame.samples for n in s["rewards"]})
-    samples = Table("step", "completion", *names, "total", "adv", expand=True)
+    samples = Table("step", "episode", "ended", *names, "total", "adv", expand=True)
     for s in frame.samples[-4:]:
-        samples.add_row(str(s["step"]), Text(s["completion"][:120].replace("\n", "\\n")),
+        turns = " | ".join(text for _, text in episode_lines(s))
+        samples.add_row(str(s["step"]), Text(turns[:120].replace("\n", "\\n")), ended(s),
                         *[_fmt(s["rewards"].get(n)) for n in names], _fmt(s["total"]), _fmt(s["advantage"]))
     warnings = [Text(f"! {line}", style="yellow") for line in summary_of(frame.warnings).lines()]
     title = "  ".join(f"{k}: {v}" for k, v in frame.header.items())

@@ -205,7 +205,7 @@ def _dashboard(dashboard: Any, output_dir: Path) -> list[TrainerCallback]:
     return [dashboard] if dashboard else []
 
 
-def _grpo_trainer(model, tokenizer, dataset, rewards, config, callbacks, **rollouts):
+def grpo_trainer(model, tokenizer, dataset, rewards, config, callbacks, **rollouts):
     """TRL's GRPOTrainer for the run; ``rollouts``: its tools, environment_factory or rollout_func, where given
     (grpo_lite.training.rollouts)."""
     from .trl_compat import enable_cpu_logprobs, enable_input_grads_for_checkpointing, prepare_for_unsloth_trainer
@@ -409,8 +409,8 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
     switch = StopSwitch()
     watchers = [
         InvariantChecks(),  # before MetricsLog, which records the invariants it adds to the logs
+        SampleLog(output_dir),  # before MetricsLog too: it adds the episodes' metrics
         MetricsLog(output_dir),
-        SampleLog(output_dir),
         RewardFailureStop(guarded, switch),
         NaNStop(switch),
         InterruptStops(switch),
@@ -420,7 +420,7 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
         switch,  # last: it acts on stop requests made by the callbacks before it at the same step
     ]
     # a copy: TRL appends an environment's get_reward to the list it is given, which RewardFailureStop would then watch
-    trainer = _grpo_trainer(model, tokenizer, dataset, list(guarded), config, watchers, **rollouts)
+    trainer = grpo_trainer(model, tokenizer, dataset, list(guarded), config, watchers, **rollouts)
     if ported.cut_prompts_to:
         cut_prompts_on_the_left(trainer, ported.cut_prompts_to)
     with (faults_reported(trainer), generate_with_tokenizer(trainer.model, tokenizer, config),

@@ -31,6 +31,15 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(skip)
 
 
+def pytest_runtest_logreport(report):
+    """Each failure's traceback is appended to $GRPO_LITE_GPU_FAILURES as it happens (tests/gpu/run.sh sets it): a part
+    stopped at its time limit can end before pytest's summary, which is where the tracebacks would be."""
+    failures = os.environ.get("GRPO_LITE_GPU_FAILURES")
+    if failures and report.failed:
+        with open(failures, "a") as out:
+            out.write(f"== {report.nodeid} ({report.when}, {report.duration:.1f} s)\n{report.longreprtext}\n\n")
+
+
 @pytest.fixture(scope="session")
 def model_dir(tmp_path_factory):
     """A random-weight model with Qwen2.5-0.5B's shape and 151,936-token vocabulary, in bf16 as real checkpoints are;

@@ -9,9 +9,9 @@
 #   GPU_DRY_RUN=1 bash tests/gpu/run.sh all  # on a CPU with this checkout's Python, no kit: the tests skip without
 #                                            # CUDA, the benchmark runs its CPU rows; every step of the script runs
 #
-# What a reader needs lands in $OUT (default ./gpu-out), seven files: timeline.txt (each part: limit, planned and
+# What a reader needs lands in $OUT (default ./gpu-out), eight files: timeline.txt (each part: limit, planned and
 # measured seconds, result), versions.txt, gpu-tests.log (pytest's output with --durations), gpu-tests.xml (JUnit, all
-# parts), gpu_compare.json, gpu_compare.md (its tables) and gpu_compare.log (each row's own output).
+# parts), gpu-failures.log (each failing test's traceback, written as it fails), gpu_compare.json, gpu_compare.md (its tables) and gpu_compare.log (each row's own output).
 # GPU_RUN_BUDGET_S changes the budget; a part starts with whatever is left of it, up to its own limit.
 set -uo pipefail
 
@@ -29,16 +29,19 @@ min_part_s=20  # a part is not started with less time than this left
 # off by the part's limit in both runs, so it now runs right after load. The comparison's rows took: plain TRL 31 to 43,
 # Unsloth 88 (its own compile), dynamic cache 26, Unsloth's generation 39, paged 28; the compiled static cache did not
 # finish in 34 s; bitsandbytes was not reached. The families took: llama-3.2 52, qwen2.5-vl through FastVisionModel 123
-# (its first step 95: Unsloth's compile). What one call leaves out runs in a second call on the still-warm machine:
-# `run.sh families compare`, or GPU_COMPARE_ROWS=grpo_lite_bnb4,gen_dynamic,... run.sh compare.
+# (its first step 95: Unsloth's compile). On 2026-11-28 the tests part, then with fp16 in it and the episodes test new,
+# passed its load tests and ran past 440 s within the Unsloth run: fp16 now runs with the families, only with time left
+# over. What one call leaves out runs in a second call on the still-warm machine: `run.sh families compare`, or
+# GPU_COMPARE_ROWS=grpo_lite_bnb4,gen_dynamic,... run.sh compare.
 #   part          limit planned  where the planned seconds come from
 PLAN="
 setup           60    36   unpack the kit, versions, build the 0.5B model once for every part (23 to 36 s)
-tests          440   380   start-up 40 + load 8 + out of memory 100 (not measured yet) + Unsloth run 150 + fp16 82
+tests          400   358   start-up 40 + load 8 + out of memory 100 + episodes with a tool 60 (neither measured yet) + Unsloth run 150
 compare        300   131   rows in order while time is left: plain TRL 43, Unsloth 88, then bitsandbytes and the engines
-families       240     0   only with time left over: the chat families (llama-3.2 52 s), the vision ones (qwen2.5-vl 123 s)
+families       240     0   only with time left over: vision (qwen2.5-vl 123 s), fp16 (82 s), the chat families (llama-3.2 52 s)
 "
-TEST_FILES=(tests/gpu/test_gpu_load.py tests/gpu/test_gpu_out_of_memory.py tests/gpu/test_gpu_train.py tests/gpu/test_gpu_t4_fp16.py)
+TEST_FILES=(tests/gpu/test_gpu_load.py tests/gpu/test_gpu_out_of_memory.py tests/gpu/test_gpu_environments.py tests/gpu/test_gpu_train.py)
+LATER_FILES=(tests/gpu/test_gpu_vision.py tests/gpu/test_gpu_t4_fp16.py tests/gpu/test_gpu_families.py)
 COMPARE_ARGS=(--shape qwen2.5-0.5b --steps 2 --completion-tokens 64)
 
 mkdir -p "$out"
@@ -58,6 +61,30 @@ print_plan() {
   printf '%-14s %7s %9s  %s\n' total "$budget" "$total" "(the budget: GPU_RUN_BUDGET_S)"
 }
 
+stop_at() {  # stop_at LIMIT COMMAND...: COMMAND, stopped after LIMIT s as a person stops a training run: Ctrl-C, which
+  # grpo-lite's trainer takes as "stop after this step", Ctrl-C again 5 s later, which interrupts it, so that pytest still
+  # writes its summary, JUnit XML and durations; killed if it still runs 30 s after that. Exit 124 when stopped.
+  local limit=$1 waited=0
+  shift
+  "$@" &
+  local pid=$!
+  while kill -0 "$pid" 2>/dev/null && ((waited < limit)); do
+    sleep 1
+    ((waited++))
+  done
+  if ! kill -0 "$pid" 2>/dev/null; then
+    wait "$pid"
+    return
+  fi
+  kill -INT "$pid"
+  sleep 5
+  kill -INT "$pid" 2>/dev/null
+  for _ in $(seq 30); do kill -0 "$pid" 2>/dev/null && sleep 1; done
+  kill -KILL "$pid" 2>/dev/null
+  wait "$pid"
+  return 124
+}
+
 run_part() {  # run_part PART LIMIT: the part's commands, under `timeout`
   local part=$1 limit=$2
   case "$part" in
@@ -72,14 +99,13 @@ build_tiny_model(sys.argv[1], **({} if sys.argv[2] else {'like': 'qwen2.5-0.5b',
       ;;
     tests | families)
       local files=("${TEST_FILES[@]}")
-      [[ $part == families ]] && files=(tests/gpu/test_gpu_families.py tests/gpu/test_gpu_vision.py)
+      [[ $part == families ]] && files=("${LATER_FILES[@]}")
       if [[ ! -f ${files[0]} ]]; then
         echo "no ${files[0]}"
         return 3
       fi
-      # SIGINT, so that pytest stops as on Ctrl-C and still writes its JUnit XML and durations
-      timeout -s INT -k 20 "$limit" "$py" -m pytest -m gpu -rA -s -p no:cacheprovider -o addopts="" --durations=0 \
-        --junitxml="$work/$part.xml" "${files[@]}" 2>&1 | tee -a "$out/gpu-tests.log"
+      stop_at "$limit" "$py" -m pytest -m gpu -rA -s -p no:cacheprovider -o addopts="" --durations=0 \
+        --junitxml="$work/$part.xml" "${files[@]}" > >(tee -a "$out/gpu-tests.log") 2>&1
       ;;
     compare)
       local compare=("${COMPARE_ARGS[@]}")
@@ -113,6 +139,8 @@ export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 echo "plan: $budget s in all"
 print_plan
 : >"$out/gpu-tests.log"
+export GRPO_LITE_GPU_FAILURES="$out/gpu-failures.log"  # each failing test's traceback, written as it fails (tests/gpu/conftest.py)
+: >"$GRPO_LITE_GPU_FAILURES"
 { echo "what each part took (bash tests/gpu/run.sh $*: ${dry_run:+dry run on a CPU, }budget $budget s)"
   printf '%-14s %7s %9s %10s  %s\n' part "limit s" "planned s" "measured s" result; } >"$timeline"
 
