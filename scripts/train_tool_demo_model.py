@@ -11,9 +11,10 @@ among its tools, from a teacher with a habit GRPO can break:
 
 Greedy decoding takes the guess, so it is right only where the result is a multiple of ten; sampling often calls the
 calculator and is right. GRPO with a correctness reward makes the call the first answer. Questions in the demo's held-out
-set (:func:`grpo_lite.data.arithmetic.heldout_arithmetic_problems`) are never trained on. Every prompt opens with the same
-tool description, hundreds of byte tokens, so each step runs it once and the batch's questions and targets on top of it.
-The same seed gives the same weights (training runs on one thread)::
+set (:func:`grpo_lite.data.arithmetic.heldout_arithmetic_problems`) are never trained on. The byte-level tokenizer gets
+the strings every prompt and every call repeat as tokens of their own (:func:`domain_tokens`), so the 845-byte system
+turn every prompt opens with is 19 tokens, and a call about ten. Each step runs that shared opening once and
+the batch's questions and targets on top of it. The same seed gives the same weights (training runs on one thread)::
 
     python scripts/train_tool_demo_model.py --seed 0
 """
@@ -58,6 +59,21 @@ def training_conversations(n: int, seed: int, tool_share: float) -> list[list[di
             for row in arithmetic_problems(n, seed=seed + 1000) if row["question"] not in heldout]
 
 
+# Strings every turn, call, tool result and answer repeats, each made one token (as a BPE tokenizer trained on such
+# text would merge them): a call is about ten tokens to write, not eighty bytes, and few of them can go wrong.
+CALL_PIECES = ("system\n", "user\n", "assistant\n", '{"name": "calculate", "arguments": {"a": ', ', "op": "',
+               '", "b": ', "}}\n", "</tool_call>", "<tool_response>\n", "\n</tool_response>", "The answer is ")
+
+
+def domain_tokens(tokenizer) -> list[str]:
+    """The lines of the system turn that describes the calculator (the same in every prompt), and :data:`CALL_PIECES`:
+    added to the byte-level vocabulary, they cut the 845-byte system turn to 19 tokens."""
+    opening = tokenizer.apply_chat_template([{"role": "user", "content": ""}], tools=[calculate], tokenize=False)
+    system = opening[len("<|im_start|>system\n"): opening.index("<|im_end|>")]
+    lines = [line for line in system.splitlines(keepends=True) if len(line) > 1]
+    return list(dict.fromkeys([*lines, *CALL_PIECES]))
+
+
 def encode(tokenizer, messages: list[dict], prefix: str) -> tuple[list[int], list[int]]:
     """Token ids of ``messages`` as the template renders them with the calculator, less the shared ``prefix``, and
     labels that score only the assistant's turns (a tool's result is the calculator's, not the model's)."""
@@ -77,7 +93,7 @@ def encode(tokenizer, messages: list[dict], prefix: str) -> tuple[list[int], lis
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--steps", type=int, default=250)
+    parser.add_argument("--steps", type=int, default=600)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--learning-rate", type=float, default=3e-3)
     parser.add_argument("--examples", type=int, default=20000)
@@ -97,6 +113,8 @@ def main() -> None:
                          num_layers=args.num_layers, intermediate_size=2 * args.hidden_size, max_position_embeddings=2048)
         model = AutoModelForCausalLM.from_pretrained(scratch)
         tokenizer = AutoTokenizer.from_pretrained(scratch)
+    tokenizer.add_tokens(domain_tokens(tokenizer))
+    model.resize_token_embeddings(len(tokenizer))
 
     conversations = training_conversations(args.examples, args.seed, args.tool_share)
     opening = tokenizer.apply_chat_template([{"role": "user", "content": ""}], tools=[calculate], tokenize=False)
