@@ -1,7 +1,8 @@
 """Held-out evaluation: how often the model is right, well formatted, and what each reward says.
 
 ``evaluate`` generates one greedy completion per row (accuracy, format rate, mean rewards) and, with
-``heldout_samples=k``, k sampled completions per row for pass@k. ``score`` does the arithmetic on given
+``heldout_samples=k``, k sampled completions per row for pass@k; with ``tools``, each is an episode that runs the tool
+calls the model writes, as training does (:mod:`grpo_lite.evaluation.played`). ``score`` does the arithmetic on given
 completions, so a report can be checked by hand. ``compare`` puts a base and a trained report side by side.
 """
 
@@ -28,6 +29,7 @@ from ..machine import stack
 from ..model.inference import prompt_texts, sample
 from ..run.settings import OPTION_RANGES, ConfigError, Heldout, declared
 from ..shapes import Declared, Whole, check
+from .played import Episode, play_episodes
 
 EXAMPLES_SHOWN = 3
 
@@ -115,6 +117,11 @@ def _text(completion) -> str:
     return getattr(completion, "text", completion)
 
 
+def _as_completion(prompt: Any, completion) -> Any:
+    """A completion as training's rewards get it: an episode's messages, or the text in the prompt's format."""
+    return completion.messages if isinstance(completion, Episode) else as_trl_completion(prompt, _text(completion))
+
+
 def _columns(rows: Sequence[dict[str, Any]], repeat: int) -> dict[str, list[Any]]:
     """Dataset columns as reward keywords (as TRL passes them), each value repeated once per completion."""
     names = [c for c in rows[0] if c not in ("prompt", "completion")]
@@ -145,7 +152,8 @@ def score(
     A completion is correct when ``correctness`` (default ``rewards.numeric_correctness_reward`` where the gold is a
     number, else ``rewards.exact_match_reward``) gives it a positive score; well formatted when ``format_reward``
     (default ``rewards.soft_xml_format_reward``) does.
-    Completions are texts or :class:`~grpo_lite.model.inference.Completion` (whose token ids the rewards then get);
+    Completions are texts, :class:`~grpo_lite.model.inference.Completion` (whose token ids the rewards then get) or
+    :class:`~grpo_lite.evaluation.played.Episode` (whose messages the rewards get, as in training);
     every function is called as training calls it (``rewards.calling.call_reward``: a chat message for a chat
     prompt, ``async`` ones awaited).
     """
@@ -159,7 +167,7 @@ def score(
     columns = _columns(rows, 1)
 
     def scores(func, prompts, completions, columns):
-        return call_reward(func, prompts=prompts, completions=[as_trl_completion(p, _text(c)) for p, c in zip(prompts, completions)],
+        return call_reward(func, prompts=prompts, completions=[_as_completion(p, c) for p, c in zip(prompts, completions)],
                            completion_ids=[list(getattr(c, "token_ids", ())) for c in completions], **columns)
 
     correct = scores(correctness, prompts, completions, columns)
@@ -214,6 +222,8 @@ def evaluate(
     format_reward: Callable | None = None,
     progress: str | None = "evaluating",
     chat_template_kwargs: dict[str, Any] | None = None,
+    tools: Sequence[Any] | None = None,
+    max_tool_calling_iterations: int | None = None,
 ) -> EvalReport:
     """Evaluate ``model`` on the first ``heldout_n`` rows of a ``prepare_dataset`` dataset (``prompt`` and ``answer``).
 
@@ -226,7 +236,9 @@ def evaluate(
     completions at ``temperature`` (seeded by ``seed``) for pass@k. ``progress`` labels the progress bars over
     the prompts (None: no bars). Prompts are rendered as training renders them, with ``chat_template_kwargs`` (``None``:
     those the last ``train()`` with this tokenizer used; see :func:`grpo_lite.generate`) and each row's own values of
-    the columns the chat template reads over them.
+    the columns the chat template reads over them. With ``tools`` (functions, as :func:`grpo_lite.train` takes them),
+    each completion is an episode: the tool calls the model writes are run and their results shown to it, at most
+    ``max_tool_calling_iterations`` rounds, within ``max_completion_length`` tokens, as training plays a rollout.
     """
     import torch
 
@@ -240,13 +252,20 @@ def evaluate(
         raise DatasetError("evaluate: the dataset has no 'prompt' column; build it with grpo_lite.prepare_dataset")
     options = dict(max_completion_length=max_completion_length, batch_size=batch_size, chat_template_kwargs=chat_template_kwargs)
     label = (lambda what: f"{progress}: {what}") if progress is not None else (lambda what: None)
-    greedy = sample(model, tokenizer, rows, progress=label("greedy"), **options)
+    if tools:
+        def generate(rows, *, num_return_sequences=1, **more):  # an episode per row and sample, as training plays them
+            return play_episodes(model, tokenizer, [row for row in rows for _ in range(num_return_sequences)], tools,
+                                 max_tool_calling_iterations=max_tool_calling_iterations, **options, **more)
+    else:
+        def generate(rows, **more):
+            return sample(model, tokenizer, rows, **options, **more)
+    greedy = generate(rows, progress=label("greedy"))
     sampled = None
     if heldout_samples > 1:
         with torch.random.fork_rng():  # seeded, and the caller's random stream (a training run's) left as it was
             torch.manual_seed(seed)
-            flat = sample(model, tokenizer, rows, do_sample=True, temperature=temperature,
-                            num_return_sequences=heldout_samples, progress=label(f"{heldout_samples} samples each"), **options)
+            flat = generate(rows, do_sample=True, temperature=temperature, num_return_sequences=heldout_samples,
+                            progress=label(f"{heldout_samples} samples each"))
         sampled = [flat[i * heldout_samples : (i + 1) * heldout_samples] for i in range(len(rows))]
     return score(as_rewards_get(tokenizer, rows, chat_template_kwargs), greedy, rewards, sampled=sampled,
                  correctness=correctness, format_reward=format_reward)

@@ -116,8 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .demo import DEMO_TASKS
 
     demo.add_argument("--task", choices=list(DEMO_TASKS), default="arithmetic", help="arithmetic word "
-                      "problems, or questions about drawn shapes for a vision-language model (needs torchvision)")
-    demo.add_argument("--max-steps", type=int, default=100)
+                      "problems, questions about drawn shapes for a vision-language model (needs torchvision), or "
+                      "arithmetic word problems with a calculator to call (needs tool calling: TRL 1, transformers 5)")
+    demo.add_argument("--max-steps", type=int, default=None, help="GRPO steps (default: the task's)")
     demo.add_argument("--seed", type=int, default=0)
     demo.add_argument("--heldout-n", type=int, default=200, help="held-out questions scored before and after")
     demo.add_argument("--heldout-samples", type=int, default=8, help="sampled answers per question for pass@k (1: none)")

@@ -378,7 +378,9 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
 
         evaluation = [HeldoutEvaluation(tokenizer, heldout.data, funcs, output_dir, heldout_n=heldout.n,
                                         heldout_samples=heldout.samples, temperature=config.temperature,
-                                        max_completion_length=config.max_completion_length, chat_template_kwargs=template)]
+                                        max_completion_length=config.max_completion_length, chat_template_kwargs=template,
+                                        tools=rollouts.get("tools"),
+                                        max_tool_calling_iterations=getattr(config, "max_tool_calling_iterations", None))]
 
     names = distinct_names(funcs)  # TRL logs each reward under its function's name: two of one name would share a curve
     if (clashes := name_clashes(funcs, names)) is not None:
