@@ -159,7 +159,9 @@ def test_on_an_l4_the_vllm_stack_keeps_the_runtimes_torch(fresh_runtime, tmp_pat
 
 
 @pytest.mark.slow
-def test_each_install_cell_installs_from_the_wheel_and_notebook_01_then_runs(fresh_runtime, tmp_path, monkeypatch):
+def test_the_install_cell_installs_from_the_wheel_and_notebook_01_then_runs(fresh_runtime, tmp_path, monkeypatch):
+    """Notebook 01 whole, from its install cell on, in the fresh runtime: every notebook's install cell is the same one
+    (test_every_notebook_has_the_same_install_cell), and tests/test_notebooks.py runs each notebook whole."""
     from nbclient import NotebookClient
 
     where, python = fresh_runtime
@@ -171,20 +173,17 @@ def test_each_install_cell_installs_from_the_wheel_and_notebook_01_then_runs(fre
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("MPLBACKEND", "Agg")
     assert shutil.which("nvidia-smi") is None, "the no-GPU branch is the one installed for real: no nvidia-smi on PATH"
-    for path in NOTEBOOKS:
-        subprocess.run([python, "-m", "pip", "uninstall", "-q", "-y", "grpo-lite"], capture_output=True, cwd=where,
-                       env=_outside_the_repository())
-        notebook = nbformat.read(path, as_version=4)
-        if not path.name.startswith("01"):  # the others up to their runtime check; test_notebooks runs them whole
-            end = next(i for i, c in enumerate(notebook.cells) if "check_runtime(" in c.source)
-            notebook.cells = notebook.cells[: end + 1]
-        workdir = tmp_path / path.stem
-        workdir.mkdir()
-        client = NotebookClient(notebook, timeout=900, startup_timeout=300, kernel_name="fresh-runtime", resources={"metadata": {"path": str(workdir)}})
-        client.execute()
-        install = next(c for c in notebook.cells if c.cell_type == "code" and "%pip install" in c.source).metadata.execution
-        took = datetime.fromisoformat(install["shell.execute_reply"]) - datetime.fromisoformat(install["iopub.execute_input"])
-        print(f"{path.name}: install cell {took.total_seconds():.0f} s")  # the figure docs/notebooks.md quotes (pytest -s)
-        installed = subprocess.run([python, "-c", "import grpo_lite; print(grpo_lite.__file__)"], capture_output=True, text=True, cwd=where)
-        assert installed.returncode == 0 and str(where / "venv") in installed.stdout, (path.name, installed.stderr[-1000:])
-    assert (tmp_path / "01_quickstart_gsm8k" / "outputs" / "quickstart" / "metrics.jsonl").exists()
+    path = NOTEBOOKS[0]
+    subprocess.run([python, "-m", "pip", "uninstall", "-q", "-y", "grpo-lite"], capture_output=True, cwd=where,
+                   env=_outside_the_repository())
+    notebook = nbformat.read(path, as_version=4)
+    workdir = tmp_path / path.stem
+    workdir.mkdir()
+    client = NotebookClient(notebook, timeout=900, startup_timeout=300, kernel_name="fresh-runtime", resources={"metadata": {"path": str(workdir)}})
+    client.execute()
+    install = next(c for c in notebook.cells if c.cell_type == "code" and "%pip install" in c.source).metadata.execution
+    took = datetime.fromisoformat(install["shell.execute_reply"]) - datetime.fromisoformat(install["iopub.execute_input"])
+    print(f"{path.name}: install cell {took.total_seconds():.0f} s")  # the figure docs/notebooks.md quotes (pytest -s)
+    installed = subprocess.run([python, "-c", "import grpo_lite; print(grpo_lite.__file__)"], capture_output=True, text=True, cwd=where)
+    assert installed.returncode == 0 and str(where / "venv") in installed.stdout, installed.stderr[-1000:]
+    assert (workdir / "outputs" / "quickstart" / "metrics.jsonl").exists()
