@@ -316,9 +316,10 @@ NOT_REFUSALS = {
     ("grpo_lite/data/arithmetic.py", "ValueError"), ("grpo_lite/monitor/figure.py", "ValueError"),
     ("grpo_lite/guards/time_limit.py", "ValueError"), ("grpo_lite/guards/time_limit.py", "RuntimeError"),
     ("grpo_lite/monitor/stop_button.py", "RuntimeError"),
-    # the game's sandbox refusing what the model's strategy answered; an environment's tool answering the model's move
-    # (TRL records it as a failed call and shows the model the message)
+    # the game's sandbox refusing what the model's strategy answered; an environment's tool, or the acting demo's
+    # calculator, answering the model's move (TRL records it as a failed call and shows the model the message)
     ("rewards/game_play.py", "TypeError"), ("grpo_lite/environments/gymnasium_env.py", "ValueError"),
+    ("grpo_lite/data/calculator.py", "ValueError"),
     ("grpo_lite/environments/episode.py", "ValueError"), ("grpo_lite/environments/http_env.py", "ValueError"),
 }
 

@@ -50,9 +50,9 @@ def _result(tools: dict[str, Any], call: dict[str, Any]) -> tuple[str, str]:
     """(tool name, its result as the tool message's content), an error where the call fails, as TRL shows it."""
     function = call.get("function", {})
     name = function.get("name", "unknown")
+    if call.get("type") != "function" or name not in tools:
+        return name, str({"error": f"Tool {name} not found."})
     try:
-        if call.get("type") != "function" or name not in tools:
-            raise ValueError(f"Tool {name} not found.")
         return name, str(tools[name](**function.get("arguments", {})))
     except Exception as error:  # the model's call, whatever it does wrong, is answered, never raised
         return name, str({"error": str(error)})
