@@ -7,14 +7,13 @@ as training scores a rollout: its messages are the completion, and a correctness
 
 from __future__ import annotations
 
-import copy
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..data.prompts import render_prompt, template_kwargs
-from ..model.inference import sample, text_tokenizer
+from ..model.inference import sample, text_tokenizer, tool_call_parser
 
 
 @dataclass(frozen=True)
@@ -33,17 +32,6 @@ class Episode:
     @property
     def tool_calls(self) -> int:
         return sum(len(m.get("tool_calls") or ()) for m in self.messages)
-
-
-def _parser(tokenizer):
-    """A tokenizer TRL's ``parse_response`` reads tool calls with: its own response template, or the one TRL adds for the
-    chat templates it knows, as GRPOTrainer adds it (to a copy here, leaving the caller's tokenizer as it was)."""
-    from trl.chat_template_utils import add_response_schema
-
-    text_only = text_tokenizer(tokenizer)
-    if getattr(text_only, "response_template", None) is not None or getattr(text_only, "response_schema", None) is not None:
-        return text_only
-    return add_response_schema(copy.copy(text_only))
 
 
 def _result(tools: dict[str, Any], call: dict[str, Any]) -> tuple[str, str]:
@@ -67,7 +55,7 @@ def play_episodes(model, tokenizer, rows: Sequence[dict[str, Any]], tools: Seque
     is what the longest episode still playing has left."""
     from trl.chat_template_utils import parse_response
 
-    parser = _parser(tokenizer)
+    parser = tool_call_parser(text_tokenizer(tokenizer))
     by_name = {tool.__name__: tool for tool in tools}
     kwargs = {**template_kwargs(tokenizer, chat_template_kwargs), "tools": list(tools)}
     text_only = text_tokenizer(tokenizer)

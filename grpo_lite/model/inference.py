@@ -8,6 +8,7 @@ present because it is many times faster than transformers' ``generate``. Otherwi
 from __future__ import annotations
 
 import contextlib
+import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,18 @@ from ..run.settings import ConfigError
 def text_tokenizer(processing_class):
     """The tokenizer of a vision model's processor, or the tokenizer itself: what pads, decodes and knows the ids."""
     return getattr(processing_class, "tokenizer", processing_class)
+
+
+def tool_call_parser(tokenizer):
+    """The tokenizer TRL's ``parse_response`` reads a reply's tool calls with: ``tokenizer`` where it has its own
+    ``response_template``/``response_schema``, else a copy given the schema TRL adds for the chat templates it knows, as
+    GRPOTrainer adds it (trl/chat_template_utils.py, add_response_schema), the caller's tokenizer left as it was.
+    TRL's ValueError for a template it does not know goes through."""
+    from trl.chat_template_utils import add_response_schema
+
+    if getattr(tokenizer, "response_template", None) is not None or getattr(tokenizer, "response_schema", None) is not None:
+        return tokenizer
+    return add_response_schema(copy.copy(tokenizer))
 
 
 def prompt_texts(tokenizer, prompts_or_rows: Sequence[Any], chat_template_kwargs: dict[str, Any] | None) -> list[str]:

@@ -18,6 +18,7 @@ import inspect
 from typing import Any
 
 from ..machine import stack
+from ..model.inference import tool_call_parser
 from ..run.settings import ConfigError
 
 OPTIONS = ("tools", "environment_factory", "rollout_func")
@@ -152,19 +153,16 @@ def _check_template(tokenizer) -> None:
     ``response_template``/``response_schema``. Checked with TRL's own functions where it has them (``tool_template_check``)."""
     if not stack.newer("tool_template_check"):
         return
-    import copy
-
-    from trl.chat_template_utils import add_response_schema, supports_tool_calling
+    from trl.chat_template_utils import supports_tool_calling
 
     if not supports_tool_calling(tokenizer):
         raise ConfigError("the tokenizer's chat template cannot render a tool call and its result (TRL's "
                           "supports_tool_calling: user -> assistant with tool_calls -> tool), so the model would never see "
                           "its tools or what they return: give the tokenizer the chat template of a model made for tool "
                           "calls (Qwen2.5, Qwen3, Llama 3.1 or 3.2 Instruct, ...), tokenizer.chat_template = ...")
-    if getattr(tokenizer, "response_template", None) is None and getattr(tokenizer, "response_schema", None) is None:
-        try:
-            add_response_schema(copy.copy(tokenizer))  # as TRL's trainer adds it, here to a copy
-        except ValueError as unknown:
-            raise ConfigError(f"TRL cannot read a tool call out of this chat template's replies ({unknown}): set the "
-                              "tokenizer's response_template (transformers' response parsing), or use a chat template TRL "
-                              "knows (trl/chat_templates: Qwen2.5, Qwen3, Llama 3.1 and 3.2, gpt-oss, ...)") from None
+    try:
+        tool_call_parser(tokenizer)
+    except ValueError as unknown:
+        raise ConfigError(f"TRL cannot read a tool call out of this chat template's replies ({unknown}): set the "
+                          "tokenizer's response_template (transformers' response parsing), or use a chat template TRL "
+                          "knows (trl/chat_templates: Qwen2.5, Qwen3, Llama 3.1 and 3.2, gpt-oss, ...)") from None
