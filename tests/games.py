@@ -167,6 +167,11 @@ EPISODE_STEPS = dict(preset="cpu-smoke", max_steps=2, num_generations=4, per_dev
                      max_tool_calling_iterations=2, dashboard=False)
 
 
+def calls_reward(completions, **kwargs):
+    """1 for a rollout whose model called a tool (its messages carry tool_calls, or its text a <tool_call>)."""
+    return [float("tool_call" in str(completion)) for completion in completions]
+
+
 def called_act(completions, **kwargs):
     """1 for a rollout whose model called the environment's act tool."""
     return [float("act" in str(completion)) for completion in completions]

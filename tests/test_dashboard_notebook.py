@@ -54,11 +54,8 @@ def test_the_saved_notebook_holds_the_final_dashboard(tmp_path, monkeypatch):
 EPISODES_RUN = """
 import sys
 sys.path.insert(0, {tests!r})
-from games import build_tool_calling_model, guess
+from games import build_tool_calling_model, calls_reward, guess
 from grpo_lite import load_model, prepare_dataset, train
-
-def calls_reward(completions, **kwargs):
-    return [float("tool_call" in str(completion)) for completion in completions]
 
 model, tokenizer = load_model(str(build_tool_calling_model(Path("tool-caller"))), lora_rank=8)
 rows = prepare_dataset([{{"question": f"Find my number from 1 to {{9 - i % 3}}.", "answer": "5"}} for i in range(4)],

@@ -39,8 +39,8 @@ def test_the_plan_runs_the_parts_in_priority_order_within_one_call():
     assert list(rows) == PARTS
     assert sum(planned for _, planned in rows.values()) == total_planned <= total_limit == PLAN_S < CALL_S
     assert all(planned <= limit for limit, planned in rows.values())
-    assert {"test_gpu_load.py", "test_gpu_train.py", "test_gpu_t4_fp16.py", "test_gpu_out_of_memory.py", "test_gpu_environments.py"} <= {
-        p.name for p in (ROOT / "tests" / "gpu").glob("test_gpu_*.py")}
+    assert {"test_gpu_load.py", "test_gpu_train.py", "test_gpu_t4_fp16.py", "test_gpu_out_of_memory.py",
+            "test_gpu_environments.py"} <= {p.name for p in (ROOT / "tests" / "gpu").glob("test_gpu_*.py")}
     refused = run_script("load")
     assert refused.returncode == 2 and "usage: bash tests/gpu/run.sh all | plan | PART..." in refused.stderr
 

@@ -10,7 +10,7 @@ import re
 
 import pytest
 from families import TOOL_CALLING
-from games import LetterGuess, NumberGuess, build_tool_calling_model, guess, play_number_guess
+from games import LetterGuess, NumberGuess, build_tool_calling_model, calls_reward, guess, play_number_guess
 from packaging.version import Version
 from stacks import newer_only
 
@@ -30,11 +30,6 @@ FOUR_ROWS_A_STEP = {**STEPS, "num_generations": 2, "per_device_train_batch_size"
 ENVIRONMENTS = {"numbers": NumberGuess, "letters": LetterGuess}
 OPTIONS = {"tools": ("tools", [guess]), "environment_factory": ("environment_factory", NumberGuess),
            "environment_factory (a dict)": ("environment_factory", ENVIRONMENTS), "rollout_func": ("rollout_func", play_number_guess)}
-
-
-def calls_reward(completions, **kwargs):
-    """1 for a rollout whose model called a tool (its messages carry tool_calls, or its text a <tool_call>)."""
-    return [float("tool_call" in str(completion)) for completion in completions]
 
 
 def game_rows(n: int = 8):

@@ -14,6 +14,9 @@ HERE = Path(__file__).parent
 SHORT_RUN = dict(max_steps=6, num_generations=8, per_device_train_batch_size=8, max_completion_length=64,
                  learning_rate=5e-4, save_steps=3)
 
+# Small models with the head size Unsloth's kernels see in real models' tiles (a multiple of 32: 128 / 4 heads)
+TILED_SIZE = dict(hidden_size=128, num_heads=4, num_kv_heads=2, intermediate_size=256)
+
 
 def characters_reward(completions, **kwargs):
     """Characters per completion / 1000: a random model's completions differ in it (its vocabulary's words have

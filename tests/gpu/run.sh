@@ -11,7 +11,8 @@
 #
 # What a reader needs lands in $OUT (default ./gpu-out), eight files: timeline.txt (each part: limit, planned and
 # measured seconds, result), versions.txt, gpu-tests.log (pytest's output with --durations), gpu-tests.xml (JUnit, all
-# parts), gpu-failures.log (each failing test's traceback, written as it fails), gpu_compare.json, gpu_compare.md (its tables) and gpu_compare.log (each row's own output).
+# parts), gpu-failures.log (each failing test's traceback, written as it fails), gpu_compare.json, gpu_compare.md (its
+# tables) and gpu_compare.log (each row's own output).
 # GPU_RUN_BUDGET_S changes the budget; a part starts with whatever is left of it, up to its own limit.
 set -uo pipefail
 
@@ -40,7 +41,8 @@ tests          400   358   start-up 40 + load 8 + out of memory 100 + episodes w
 compare        300   131   rows in order while time is left: plain TRL 43, Unsloth 88, then bitsandbytes and the engines
 families       240     0   only with time left over: vision (qwen2.5-vl 123 s), fp16 (82 s), the chat families (llama-3.2 52 s)
 "
-TEST_FILES=(tests/gpu/test_gpu_load.py tests/gpu/test_gpu_out_of_memory.py tests/gpu/test_gpu_environments.py tests/gpu/test_gpu_train.py)
+TEST_FILES=(tests/gpu/test_gpu_load.py tests/gpu/test_gpu_out_of_memory.py tests/gpu/test_gpu_environments.py
+            tests/gpu/test_gpu_train.py)
 LATER_FILES=(tests/gpu/test_gpu_vision.py tests/gpu/test_gpu_t4_fp16.py tests/gpu/test_gpu_families.py)
 COMPARE_ARGS=(--shape qwen2.5-0.5b --steps 2 --completion-tokens 64)
 

@@ -4,33 +4,31 @@ one NumberGuess per rollout through TRL's tool loop for two steps. samples.jsonl
 environment's get_reward is logged under its name, and TRL's tool metrics are written. On a CPU the same runs through
 plain TRL (tests/test_rollouts.py); here it is Unsloth's trainer and the card's generation.
 
-The model has a head size of 32, as test_gpu_families.py's do: Unsloth's kernels tile real models' head sizes, and the
-CPU tests' 16 is not one. It loads in 16 bits: 4-bit rounding of a model this small can undo the one reply it was taught, and this test
-is about the tool loop, not quantisation (test_gpu_load.py and test_gpu_train.py cover 4-bit)."""
+The model has a head size of 32 (on_gpu.TILED_SIZE, as test_gpu_families.py's): Unsloth's kernels tile real models'
+head sizes, and the CPU tests' 16 is not one. It loads in 16 bits: 4-bit rounding of a model this small can undo the one
+reply it was taught, and this test is about the tool loop, not quantisation (test_gpu_load.py and test_gpu_train.py
+cover 4-bit)."""
 
-from games import NumberGuess, build_tool_calling_model
+from games import NumberGuess, build_tool_calling_model, calls_reward
+from on_gpu import TILED_SIZE
 
 from grpo_lite import load_model, prepare_dataset, read_metrics, train
 from grpo_lite.model.load import loaded_as
 from grpo_lite.monitor.samples import read_samples
 
-SIZE = dict(hidden_size=128, num_heads=4, num_kv_heads=2, intermediate_size=256)
 ROWS = [{"question": f"Find my number from 1 to {top}.", "answer": "5"} for top in (7, 8, 9, 9)]
 TWO_STEPS = dict(max_steps=2, num_generations=4, per_device_train_batch_size=4, max_completion_length=192,
                  max_tool_calling_iterations=1, learning_rate=5e-4, save_steps=100, dashboard=False)
 
 
-def called_a_tool(completions, **kwargs):
-    """1 for a rollout whose model called a tool: the game's own reward alone is 0 for most of a tiny model's games."""
-    return [float("tool_call" in str(completion)) for completion in completions]
-
-
 def test_unsloths_trainer_plays_episodes_with_a_tool_and_logs_each_one(tmp_path):
-    folder = build_tool_calling_model(tmp_path / "model", **SIZE)
+    folder = build_tool_calling_model(tmp_path / "model", **TILED_SIZE)
     model, tokenizer = load_model(str(folder), backend="unsloth", load_in_4bit=False, lora_rank=8)
     assert loaded_as(model).backend.name == "unsloth"
     rows = prepare_dataset(ROWS, tokenizer=tokenizer, system_prompt=None)
-    result = train(model, tokenizer, rows, [called_a_tool], output_dir=tmp_path / "run", environment_factory=NumberGuess, **TWO_STEPS)
+    # calls_reward beside the game's own reward, which is 0 for most of a tiny model's games
+    result = train(model, tokenizer, rows, [calls_reward], output_dir=tmp_path / "run", environment_factory=NumberGuess,
+                   **TWO_STEPS)
     assert result.trainer.state.global_step == 2
 
     samples = read_samples(tmp_path / "run")

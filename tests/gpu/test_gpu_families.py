@@ -8,7 +8,7 @@ in float32 (loader.py FORCE_FLOAT32: "gemma3"; the trainer keeps it, unsloth/mod
 
 import pytest
 from families import FAMILIES
-from on_gpu import characters_reward, run_in_fresh_interpreter
+from on_gpu import TILED_SIZE, characters_reward, run_in_fresh_interpreter
 from stacks import prompts_trl_generates_from
 
 from grpo_lite import generate, load_model, prepare_dataset, train
@@ -16,8 +16,7 @@ from grpo_lite.data.prepare import REASONING_SYSTEM_PROMPT
 from grpo_lite.data.prompts import prompt_token_ids, render_prompt
 from grpo_lite.model.load import loaded_as
 
-# Small, with the head size Unsloth's kernels see in real models' tiles (a multiple of 32), in bf16 as checkpoints ship
-SIZE = dict(hidden_size=128, num_heads=4, num_kv_heads=2, intermediate_size=256, dtype="bfloat16")
+SIZE = dict(TILED_SIZE, dtype="bfloat16")  # in bf16 as checkpoints ship
 ROWS = [{"question": f"What is {i} + {i}?", "answer": str(2 * i)} for i in range(4)]
 TWO_STEPS = dict(max_steps=2, num_generations=4, per_device_train_batch_size=4, max_completion_length=16, learning_rate=5e-4,
                  save_steps=100, dashboard=False)
