@@ -17,6 +17,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from resolution import would_install
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -142,15 +143,14 @@ def test_on_an_l4_the_vllm_stack_keeps_the_runtimes_torch(fresh_runtime, tmp_pat
     where, python = fresh_runtime
     wheel = next((where / "dist").glob("*.whl")).resolve().as_uri()
 
-    def would_install(line: str, report: Path) -> dict[str, str]:
-        _run(python, "-m", "pip", *shlex.split(line), "--dry-run", "--report", report, cwd=where)
-        return {item["metadata"]["name"].lower(): item["metadata"]["version"] for item in json.loads(report.read_text())["install"]}
+    def cell_would_install(line: str, report: Path) -> dict[str, str]:
+        return would_install(python, *shlex.split(line), report=report, cwd=where, env=_outside_the_repository())
 
-    plain = would_install(f'install -q "grpo-lite[unsloth] @ {wheel}"', tmp_path / "plain.json")
+    plain = cell_would_install(f'install -q "grpo-lite[unsloth] @ {wheel}"', tmp_path / "plain.json")
     assert "torch" in plain, "pip would have kept torch anyway: this test no longer shows what the stack is for"
     try:
         calls, _ = _cell_on_a_gpu(fresh_runtime, tmp_path, "NVIDIA L4")
-        cell = would_install(calls[1], tmp_path / "cell.json")
+        cell = cell_would_install(calls[1], tmp_path / "cell.json")
     finally:
         subprocess.run([python, "-m", "pip", "uninstall", "-q", "-y", "grpo-lite"], capture_output=True, cwd=where,
                        env=_outside_the_repository())

@@ -42,8 +42,10 @@ def kernel_env(name: str) -> dict[str, str]:
 KERNELS = ["default", "ipykernel-7.3", "ipykernel-7.0", "ipykernel-6.29.5", "colab", "ipykernel-5.5.6"]
 
 
+# The running cell alone, on a kernel with a subshell and on Colab's; every kernel's click takes the same way to the
+# running cell in the case after it, where another training cell drew a button first.
 @pytest.mark.slow
-@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("kernel", ["default", "colab"])
 def test_a_click_stops_the_running_cell_after_that_step_with_a_checkpoint(kernel, tmp_path):
     clicked = run_and_click(sys.executable, [SETUP, training_cell("run")], tmp_path, env=kernel_env(kernel))
     assert not clicked.errors, clicked
