@@ -85,7 +85,7 @@ def is_file_reference(source: str) -> bool:
 
 def split_file_reference(reference: Any) -> tuple[str, str] | None:
     """``(file, function)`` of a reference to a reward in a file (``"path/to/file.py:function"``), split at its last
-    colon as :func:`import_reward` splits it; None for any other reference.
+    colon as :func:`import_reference` splits it; None for any other reference.
 
     >>> split_file_reference("rewards/mine.py:tidy_reward"), split_file_reference("my_rewards:tidy_reward")
     (('rewards/mine.py', 'tidy_reward'), None)
@@ -96,13 +96,13 @@ def split_file_reference(reference: Any) -> tuple[str, str] | None:
     return (source, function) if source and is_file_reference(source) else None
 
 
-def _import_file(source: str, reference: str) -> ModuleType:
+def _import_file(source: str, reference: str, what: str) -> ModuleType:
     """The module in the file ``source`` (a path from the working folder), run once per process."""
     path = Path(source).expanduser()
     if not path.is_file():
         folder = path.parent
         hint = did_you_mean(path.name, [p.name for p in folder.glob("*.py")]) if folder.is_dir() else ""
-        raise RewardError(f"reward {reference!r}: no file {source!r}{hint}; give the path of your .py file from the "
+        raise RewardError(f"{what} {reference!r}: no file {source!r}{hint}; give the path of your .py file from the "
                           f"working folder ({Path.cwd()}), or 'module:function' for a module on the Python path")
     key = path.resolve()
     if key in _FILE_MODULES:
@@ -118,46 +118,47 @@ def _import_file(source: str, reference: str) -> ModuleType:
         spec.loader.exec_module(module)
     except Exception as error:  # the file's own code failed as it ran: a missing key, a syntax error
         del sys.modules[name]
-        raise RewardError(f"reward {reference!r}: running {source!r} raised {type(error).__name__}: {error}; fix the file "
+        raise RewardError(f"{what} {reference!r}: running {source!r} raised {type(error).__name__}: {error}; fix the file "
                           "(it runs when it is imported)") from error
     _FILE_MODULES[key] = module
     return module
 
 
 def file_reference(func: Callable) -> str | None:
-    """``"path/to/file.py:function"`` for a reward imported from a file by :func:`import_reward`, else None."""
+    """``"path/to/file.py:function"`` for a function (or class) imported from a file by :func:`import_reference`, else
+    None."""
     module = sys.modules.get(getattr(func, "__module__", None) or "")
     source = getattr(module, "__reward_file__", None)
     qualname = getattr(func, "__qualname__", "")
     return f"{source}:{qualname}" if source and getattr(module, qualname, None) is func else None
 
 
-def import_reward(path: str) -> Callable:
-    """The reward function at ``"module:function"`` (your own module on the Python path) or at
-    ``"path/to/file.py:function"`` (a file, from the working folder)."""
+def import_reference(path: str, what: str = "reward") -> Callable:
+    """The function (or class) at ``"module:function"`` (your own module on the Python path) or at
+    ``"path/to/file.py:function"`` (a file, from the working folder); ``what`` it is names it in errors."""
     module_name, _, attribute = path.rpartition(":")  # the last colon: a Windows path has one of its own
     if not module_name or not attribute:
-        raise RewardError(f"reward {path!r}: write 'module:function' or 'path/to/file.py:function', e.g. "
+        raise RewardError(f"{what} {path!r}: write 'module:function' or 'path/to/file.py:function', e.g. "
                           "'my_rewards:correctness_reward'")
     if is_file_reference(module_name):
-        module = _import_file(module_name, path)
+        module = _import_file(module_name, path, what)
     else:
         try:
             module = importlib.import_module(module_name)
         except ImportError as error:
-            raise RewardError(f"reward {path!r}: cannot import module {module_name!r} ({error}); is it on the Python path "
+            raise RewardError(f"{what} {path!r}: cannot import module {module_name!r} ({error}); is it on the Python path "
                               "(the working folder, or PYTHONPATH)? A file is named by its path: 'path/to/file.py:function'"
                               ) from error
         except Exception as error:  # the module's own code failed as it was imported: a missing key, a syntax error
-            raise RewardError(f"reward {path!r}: importing module {module_name!r} raised {type(error).__name__}: {error}; "
+            raise RewardError(f"{what} {path!r}: importing module {module_name!r} raised {type(error).__name__}: {error}; "
                               "fix the module (it runs when it is imported)") from error
     func = getattr(module, attribute, None)
     if func is None:
         where = f"file {module_name!r}" if is_file_reference(module_name) else f"module {module_name!r}"
-        raise RewardError(f"reward {path!r}: {where} has no {attribute!r}"
+        raise RewardError(f"{what} {path!r}: {where} has no {attribute!r}"
                           f"{did_you_mean(attribute, [n for n in dir(module) if not n.startswith('_')])}")
     if not callable(func):
-        raise RewardError(f"reward {path!r} is not callable")
+        raise RewardError(f"{what} {path!r} is not callable")
     return func
 
 
@@ -188,7 +189,7 @@ def _items(rewards: Any) -> list[Any]:
     resolved: list[Any] = []
     for item in items:
         if isinstance(item, str):
-            resolved.extend([import_reward(item)] if ":" in item else resolve(item))
+            resolved.extend([import_reference(item)] if ":" in item else resolve(item))
         elif callable(item) or isinstance(item, RewardSet):
             resolved.append(item)
         else:

@@ -7,8 +7,11 @@ TRL could not run is refused by name, with the fix. On the latest stack a tiny m
 
 import functools
 import re
+import shutil
+from pathlib import Path
 
 import pytest
+import yaml
 from families import TOOL_CALLING
 from games import LetterGuess, NumberGuess, build_tool_calling_model, calls_reward, guess, play_number_guess
 from packaging.version import Version
@@ -16,6 +19,8 @@ from stacks import newer_only
 
 from grpo_lite import load_model, prepare_dataset, preview, read_metrics, show_run, train
 from grpo_lite.evaluation.episodes import episode_findings
+from grpo_lite.launch.kit import write_launch_kit
+from grpo_lite.launch.recipe import apply_settings, read_recipe, run_recipe
 from grpo_lite.machine import stack
 from grpo_lite.monitor.figure import ChartData, dashboard_figure
 from grpo_lite.monitor.samples import episode_metrics, read_samples
@@ -48,7 +53,7 @@ def test_each_rollout_option_is_refused_before_the_trainer_where_the_stack_lacks
         assert rollout_options(tokenizer, game_rows(), **{keyword: value}) == {keyword: value}
         return
     wanted = " and ".join(f"{'TRL' if d.package == 'trl' else d.package} >= {d.since}" for d in needs)
-    with pytest.raises(ConfigError, match=rf"^{re.escape(f'{option} needs {wanted}, and this stack has TRL')}"
+    with pytest.raises(ConfigError, match=rf"^the run: {re.escape(f'{option} needs {wanted}, and this stack has TRL')}"
                                           r".*: train on the latest stack \(requirements/lock.txt: TRL 1.15.0"):
         train(model, tokenizer, game_rows(), [calls_reward], output_dir=tmp_path / "run", **{keyword: value}, **STEPS)
     assert not (tmp_path / "run").exists()
@@ -86,7 +91,7 @@ def wrong_arity(prompts):
     ({"tools": [undocumented]}, r"tools\[0\] \(undocumented\) cannot be described to the model: .*Google-style docstring"),
     ({"tools": [guess, untyped]}, r"tools\[1\] \(untyped\) cannot be described to the model: .*type hint"),
     ({"tools": [functools.partial(guess, number=3)]}, r"tools\[0\] is a functools.partial of 'guess': .*define a function"),
-    ({"tools": guess}, r"tools=<function guess .*give a list of functions"),
+    ({"tools": guess}, r"tools=<function guess .*give a list of 'module:function'"),
     ({"environment_factory": NoReset}, r"environment_factory makes a NoReset, which has no reset method: .*def reset"),
     ({"environment_factory": {"numbers": NumberGuess}}, r"'environment' column names 'letters', which environment_factory has not"),
     ({"rollout_func": wrong_arity}, r"rollout_func \(wrong_arity\) must take \(prompts, trainer\)"),
@@ -164,7 +169,7 @@ def test_a_model_calling_a_tool_trains_and_each_rollout_is_an_episode(tool_calle
     assert all(row["ended"] == "turn limit" for row in samples if row["episode"][-1]["calls"])
     _assert_tool_curves(tmp_path)
     _assert_drawn_turn_by_turn(tmp_path)
-    assert read_run(tmp_path).chosen["rollouts"] == {"tools": ["guess"]}
+    assert read_run(tmp_path).settings.tools == ["games:guess"]  # by the name that imports it again
 
 
 @pytest.mark.slow
@@ -182,7 +187,7 @@ def test_an_environment_per_rollout_is_reset_with_its_row_and_scores_it(tool_cal
         found = any(turn.get("result") == "correct" for turn in row["episode"])
         assert row["rewards"]["NumberGuess"] == pytest.approx(1.0 if found else 0.0)
     _assert_tool_curves(tmp_path)
-    assert read_run(tmp_path).chosen["rollouts"] == {"environment_factory": "NumberGuess"}
+    assert read_run(tmp_path).settings.environment_factory == "games:NumberGuess"
 
 
 @pytest.mark.slow
@@ -199,7 +204,7 @@ def test_each_row_plays_the_environment_its_column_names(tool_caller, tmp_path):
     called = [row for row in letters if row["episode"][0]["calls"]]
     assert called and all(row["ended"] == "tool error" and "not found" in row["episode"][1]["result"] for row in called)
     assert any(record["tools/failure_frequency"] > 0 for record in read_metrics(tmp_path))
-    assert read_run(tmp_path).chosen["rollouts"] == {"environment_factory": {"numbers": "NumberGuess", "letters": "LetterGuess"}}
+    assert read_run(tmp_path).settings.environment_factory == {"numbers": "games:NumberGuess", "letters": "games:LetterGuess"}
 
 
 @pytest.mark.slow
@@ -275,3 +280,62 @@ def test_episode_findings_judge_a_batch_once():
     assert [f.kind for f in episode_findings([cut, answered, failed], has_tools=True)] == []
     assert [f.kind for f in episode_findings([plain, plain], has_tools=True)] == ["no_tool_calls"]
     assert episode_findings([plain, plain], has_tools=False) == []
+
+
+GAMES = Path(__file__).with_name("games.py")
+
+
+def _game_recipe(folder: Path, **settings) -> Path:
+    """A run YAML in ``folder`` beside a copy of tests/games.py, naming what it plays by file; ``settings`` over its own."""
+    shutil.copyfile(GAMES, folder / "games.py")
+    game_rows().to_json(str(folder / "rows.jsonl"))
+    recipe = {"model": "tiny", "rewards": ["games.py:calls_reward"], "dataset": {"path": "rows.jsonl", "prepared": True},
+              "preset": "cpu-smoke", **settings}
+    (folder / "run.yaml").write_text(yaml.safe_dump(recipe))
+    return folder / "run.yaml"
+
+
+def test_a_run_yaml_names_tools_environments_and_a_rollout_function_by_file_each_checked_before_the_model_loads(tmp_path):
+    named = {"tools": ["games.py:guess"], "environment_factory": {"numbers": "games.py:NumberGuess"},
+             "rollout_func": "games.py:play_number_guess"}
+    settings = read_recipe(_game_recipe(tmp_path, **named))
+    assert settings.tools == [f"{tmp_path}/games.py:guess"]  # a file beside the YAML, wherever it is run from
+    lacking = [stack.lacking(option) for option in ("tools", "environment_factory (a dict)", "rollout_func")]
+    if any(lacking):  # the T4 stack: refused before the model loads, naming the stack that has them
+        assert settings.problems() == [f"{next(filter(None, lacking))}: train on the latest stack (requirements/lock.txt: "
+                                       f"TRL {stack.SUPPORTED['trl'][1]}, transformers {stack.SUPPORTED['transformers'][1]})"]
+    else:
+        assert settings.problems() == []
+        given = settings.rollouts()
+        assert [tool.__name__ for tool in given["tools"]] == ["guess"] and given["tools"][0](5) == "correct"
+        assert given["environment_factory"]["numbers"]().guess(5) == "correct"
+        assert given["rollout_func"].__name__ == "play_number_guess"
+    # --set names them as the YAML does
+    changed = apply_settings(settings, ["tools=[games.py:guess, games.py:gues]"])
+    assert changed.tools == ["games.py:guess", "games.py:gues"]
+    # each one that does not import is named at once, by its setting, with the fix
+    wrong = read_recipe(_game_recipe(tmp_path, tools=["games.py:gues"], environment_factory={"numbers": "games.py:NumberGues"},
+                                     rollout_func="play_number_guess"))
+    tools, environment, rollout = wrong.problems()
+    assert tools.startswith("tools[0] '") and tools.endswith("has no 'gues'; did you mean guess, guessing_lessons?")
+    assert environment.startswith("environment_factory['numbers'] '") and "has no 'NumberGues'" in environment
+    assert rollout.startswith("rollout_func 'play_number_guess': name it 'module:function' or 'path/to/file.py:function'")
+    with pytest.raises(ConfigError, match=r"(?s)tools\[0\] .*environment_factory\['numbers'\] .*rollout_func "):
+        run_recipe(wrong, output_dir=tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+@newer_only("tools")
+def test_a_run_yaml_with_tools_trains_and_its_run_and_launch_kit_name_the_tool_file(tool_caller, tmp_path):
+    recipe = _game_recipe(tmp_path, model=str(tool_caller), load={"lora_rank": 8}, tools=["games.py:guess"],
+                          overrides={"max_steps": 2, "num_generations": 4, "per_device_train_batch_size": 4,
+                                     "max_completion_length": 192, "max_tool_calling_iterations": 1})
+    run_recipe(read_recipe(recipe), output_dir=tmp_path / "run")
+    _assert_called_and_answered(_episodes(tmp_path / "run"), "correct")
+    assert read_run(tmp_path / "run").settings.tools == [f"{tmp_path}/games.py:guess"]
+    kit = write_launch_kit(tmp_path / "run", tmp_path / "kit", dataset=game_rows())
+    assert (kit / "games.py").read_text() == GAMES.read_text()
+    shipped = read_recipe(kit / "recipe.yaml")
+    assert shipped.tools == [f"{kit}/games.py:guess"] and shipped.rewards == [f"{kit}/games.py:calls_reward"]
+    assert [tool.__name__ for tool in shipped.rollouts()["tools"]] == ["guess"]

@@ -136,10 +136,16 @@ def write_launch_kit(source: Any, out_dir: str | Path, *, dataset=None, heldout=
         settings = read_recipe(source)
     if settings.dataset is None and dataset is None:
         raise ConfigError("the run has no dataset: pass dataset=<the prepared dataset> to ship it with the launch kit")
-    _check_importable(settings.rewards)
+    _check_importable(settings)
     commands = launch_commands(RECIPE_FILE, model=settings.model, num_gpus=num_gpus)
     (out / "accelerate").mkdir(parents=True, exist_ok=True)  # once the source is read: a bad one leaves no folder
-    settings = dataclasses.replace(settings, rewards=[_shipped(reference, out) for reference in settings.rewards])
+    factory = settings.environment_factory
+    settings = dataclasses.replace(
+        settings, rewards=[_shipped(reference, out) for reference in settings.rewards],
+        tools=[_shipped(tool, out) for tool in settings.tools] if settings.tools is not None else None,
+        environment_factory=({key: _shipped(each, out) for key, each in factory.items()} if isinstance(factory, dict)
+                             else _shipped(factory, out)),
+        rollout_func=_shipped(settings.rollout_func, out))
     if dataset is not None:
         dataset.to_json(str(out / "dataset.jsonl"))
         settings = dataclasses.replace(settings, dataset={"path": "dataset.jsonl", "prepared": True})
@@ -158,8 +164,8 @@ def write_launch_kit(source: Any, out_dir: str | Path, *, dataset=None, heldout=
 
 
 def _shipped(reference: Any, out: Path) -> Any:
-    """A reward imported from a file, as the kit's recipe names it: the file copied beside the recipe, which ``grpo-lite
-    train`` reads reward files relative to; any other reference as it is."""
+    """A reward, tool, environment or rollout function imported from a file, as the kit's recipe names it: the file
+    copied beside the recipe, which ``grpo-lite train`` reads such files relative to; any other reference as it is."""
     if (parts := split_file_reference(reference)) is None:
         return reference
     source, function = parts
@@ -167,10 +173,12 @@ def _shipped(reference: Any, out: Path) -> Any:
     return f"{Path(source).name}:{function}"
 
 
-def _check_importable(references: list[str]) -> None:
+def _check_importable(settings: RunSettings) -> None:
+    """Every reward, tool, environment and rollout function the kit's run names can be imported there."""
     from rewards import resolve_rewards
 
-    for reference in references:
+    settings.rollouts()  # a tool or environment named by a notebook function's bare name is refused, with the fix
+    for reference in settings.rewards:
         try:
             resolve_rewards(reference)
         except ValueError:

@@ -13,6 +13,9 @@
     chat_template_kwargs: {enable_thinking: false}   # optional: for the chat template, in training and after (Qwen3)
     heldout: {path: test.jsonl, question: question, answer: answer, n: 200, samples: 4}
                                     # optional: n rows evaluated before and after; samples: 4 adds pass@k
+    tools: [tools.py:calculate]     # optional, the latest stack: functions the model may call in a rollout
+    environment_factory: games.py:NumberGuess   # optional: one environment per rollout ({name: reference} per row)
+    rollout_func: games.py:play     # optional: a loop of your own, rollout_func(prompts, trainer)
     overrides: {max_steps: 20, num_generations: 4}
 """
 
@@ -47,9 +50,17 @@ def read_recipe(path: str | Path) -> RunSettings:
     heldout = settings.heldout.data if settings.heldout is not None else None
     if isinstance(heldout, dict) and "path" in heldout:
         settings.heldout.data = {**heldout, "path": beside(heldout["path"])}
-    if isinstance(settings.rewards, list):  # path/to/file.py:function
-        settings.rewards = [f"{beside(parts[0])}:{parts[1]}" if (parts := split_file_reference(r)) else r
-                            for r in settings.rewards]
+    def beside_reference(reference: Any) -> Any:  # path/to/file.py:function
+        return f"{beside(parts[0])}:{parts[1]}" if (parts := split_file_reference(reference)) else reference
+
+    if isinstance(settings.rewards, list):
+        settings.rewards = [beside_reference(r) for r in settings.rewards]
+    if isinstance(settings.tools, list):
+        settings.tools = [beside_reference(tool) for tool in settings.tools]
+    factory = settings.environment_factory
+    settings.environment_factory = ({key: beside_reference(each) for key, each in factory.items()} if isinstance(factory, dict)
+                                    else beside_reference(factory))
+    settings.rollout_func = beside_reference(settings.rollout_func)
     return settings
 
 

@@ -99,25 +99,30 @@ def read_run(path: str | Path) -> RunRecord:
 
 
 def reward_reference(func) -> str:
-    """The name that resolves back to ``func``: its registry name, else ``module:function`` when importable,
-    else its bare name (a function defined in a notebook, which a launch kit cannot import)."""
+    """The name that resolves back to ``func``: its registry name, else its :func:`function_reference`."""
     from rewards.combine import reward_name
-    from rewards.registry import REWARDS, file_reference
+    from rewards.registry import REWARDS
 
     inner = getattr(func, "func", func)  # a guarded reward wraps the user's function
     name = reward_name(inner)
-    if REWARDS.get(name) is inner:
-        return name
-    if (from_file := file_reference(inner)) is not None:
+    return name if REWARDS.get(name) is inner else function_reference(inner, name)
+
+
+def function_reference(func, name: str | None = None) -> str:
+    """``path/to/file.py:function`` for a function (or class) imported from a file, else ``module:function`` when
+    importable, else ``name`` or its bare name (a function defined in a notebook, which a launch kit cannot import)."""
+    from rewards.registry import file_reference
+
+    if (from_file := file_reference(func)) is not None:
         return from_file
-    module, qualname = getattr(inner, "__module__", None), getattr(inner, "__qualname__", "")
+    module, qualname = getattr(func, "__module__", None), getattr(func, "__qualname__", "")
     if module and module != "__main__" and "<" not in qualname:
         try:
-            if getattr(importlib.import_module(module), qualname, None) is inner:
+            if getattr(importlib.import_module(module), qualname, None) is func:
                 return f"{module}:{qualname}"
         except ImportError:
             pass
-    return name
+    return name or qualname or getattr(func, "__name__", None) or type(func).__name__
 
 
 def rows_fingerprint(dataset) -> str:

@@ -52,6 +52,7 @@ REWARD_TIMEOUT = 600.0  # seconds per reward call: far more than scoring a batch
 LORA_TARGET_MODULES = "all-linear"  # every linear layer but the output layer, whatever a family names them, and experts' parameters
 BACKEND_CHOICES = ("auto", "unsloth", "transformers", "cpu")
 RECORD_ONLY = ("chosen", "grpo_config")  # what run.yaml holds beyond the settings: never part of a recipe
+ROLLOUT_OPTIONS = ("tools", "environment_factory", "rollout_func")  # what GRPOTrainer takes beyond one reply per prompt
 
 
 class ConfigError(UserError, ValueError):
@@ -98,6 +99,9 @@ DATA_SECTIONS = ("dataset", "heldout")
 # The reward functions of a run: names, module:function or file.py:function references, functions, a RewardSet
 REWARD = AnyOf((Text(), Kind((os.PathLike,), said="a path"), Kind((RewardSet,), callable=True, said="a function")))
 REWARDS_SHAPE = AnyOf((REWARD, ListOf(REWARD, empty=False)))
+# A tool, an environment's factory or a rollout function: a module:function or file.py:function reference, or the thing
+FUNCTION = AnyOf((Text(), Kind((os.PathLike,), said="a path"), Kind((), callable=True, said="a function or class")))
+REFERENCE_FIX = "'module:function' or 'path/to/file.py:function' references (or the functions themselves)"
 
 
 @dataclass
@@ -212,6 +216,17 @@ class Heldout:
         return found
 
 
+def refuse_lacking_options(given: dict[str, Any]) -> None:
+    """Raise :class:`ConfigError` where the installed TRL or transformers cannot run one of the rollout options ``given``
+    (tools, environment_factory, rollout_func), naming the releases it needs and the stack that has them."""
+    for name, value in given.items():
+        option = "environment_factory (a dict)" if name == "environment_factory" and isinstance(value, dict) else name
+        if (reason := stack.lacking(option)) is not None:
+            trl, transformers = stack.SUPPORTED["trl"][1], stack.SUPPORTED["transformers"][1]
+            raise ConfigError(f"{reason}: train on the latest stack (requirements/lock.txt: TRL {trl}, transformers "
+                              f"{transformers})")
+
+
 @dataclass
 class RunSettings:
     """One GRPO run as a user asks for it: what a recipe YAML holds, what ``train()`` is given, what ``run.yaml``
@@ -254,6 +269,18 @@ class RunSettings:
     heldout: Heldout | None = _setting("rows evaluated before and after training, not trained on (the heldout.* "
                                        "settings below); null: none", None,
                                        shape=optional(Kind((Heldout,), said="held-out settings")), fix=SECTION_FIXES["heldout"])
+    tools: list[Any] | None = _setting("functions the model may call in a rollout, each result shown to it before it goes on "
+                                       "(TRL's tools; the latest stack): references or functions; null: none", None,
+                                       shape=optional(ListOf(FUNCTION, empty=False)),
+                                       fix=f"give a list of {REFERENCE_FIX}, or null for none")
+    environment_factory: Any = _setting("a class making one environment per rollout, reset(**row) before it, its methods the "
+                                        "tools and its get_reward() a reward (TRL's environment_factory; the latest stack), "
+                                        "or a mapping of name -> class each row picks by its environment column: references "
+                                        "or classes; null: none", None, shape=optional(AnyOf((FUNCTION, Mapping()))),
+                                        fix=f"give one of {REFERENCE_FIX}, or a mapping of environment name -> one, or null")
+    rollout_func: Any = _setting("a function rollout_func(prompts, trainer) that plays each rollout itself (TRL's "
+                                 "rollout_func; the latest stack): a reference or a function; null: none", None,
+                                 shape=optional(FUNCTION), fix=f"give one of {REFERENCE_FIX}, or null for none")
     overrides: dict[str, Any] = _setting("trl.GRPOConfig fields: max_steps, num_generations, learning_rate, beta, ...", {},
                                          shape=Mapping(), fix=SECTION_FIXES["overrides"])
 
@@ -320,6 +347,11 @@ class RunSettings:
             found += [f"dataset: {problem}" for problem in data_problems(self.dataset)]
         if isinstance(self.heldout, Heldout) and isinstance(self.heldout.data, dict) and not self.heldout.problems():
             found += [f"heldout: {problem}" for problem in data_problems(self.heldout.data)]
+        if not set(ROLLOUT_OPTIONS) & wrong:
+            try:
+                self.rollouts()
+            except UserError as error:  # references that do not import, an option this stack lacks
+                found += str(error).splitlines()
         if {"rewards", "overrides"} & wrong:
             return found
         from rewards import resolve_rewards
@@ -333,6 +365,44 @@ class RunSettings:
             names = [r if isinstance(r, str) else getattr(r, "__name__", repr(r)) for r in self.rewards]
             found.append(f"reward_weights has {len(weights)} values for the {len(funcs)} reward functions of {names}")
         return found
+
+    def rollouts(self) -> dict[str, Any]:
+        """The tools, environment factories and rollout function the run gives TRL's trainer, each reference imported;
+        only those set. Raises :class:`ConfigError` for a reference that does not import, naming its setting, and for an
+        option the installed TRL or transformers lacks, naming the stack that has it; every reference at once."""
+        from rewards.registry import import_reference
+
+        unimported: list[str] = []
+
+        def imported(value: Any, where: str) -> Any:
+            value = os.fspath(value) if isinstance(value, os.PathLike) else value
+            if not isinstance(value, str):
+                return value
+            if ":" not in value:  # a bare name: what run.yaml records for a function defined in a notebook
+                unimported.append(f"{where} {value!r}: name it 'module:function' or 'path/to/file.py:function'; a function "
+                                  "defined in a notebook has no name a run YAML can import: move it into a .py file beside "
+                                  "the YAML")
+                return None
+            try:
+                return import_reference(value, what=where)
+            except UserError as error:
+                unimported.append(str(error))
+                return None
+
+        given: dict[str, Any] = {}
+        if self.tools is not None:
+            given["tools"] = [imported(tool, f"tools[{i}]") for i, tool in enumerate(self.tools)]
+        factory = self.environment_factory
+        if isinstance(factory, dict):
+            given["environment_factory"] = {key: imported(each, f"environment_factory[{key!r}]") for key, each in factory.items()}
+        elif factory is not None:
+            given["environment_factory"] = imported(factory, "environment_factory")
+        if self.rollout_func is not None:
+            given["rollout_func"] = imported(self.rollout_func, "rollout_func")
+        if unimported:
+            raise ConfigError("\n".join(unimported))
+        refuse_lacking_options(given)
+        return given
 
     def validate(self, where: str = "the run", *, model_loaded: bool = False, resume: bool = False) -> RunSettings:
         """Raise :class:`ConfigError` listing every problem (:meth:`problems`), one per line; else return self."""
@@ -348,7 +418,7 @@ class RunSettings:
         document["heldout"] = self.heldout.to_dict() if self.heldout is not None else None
         return {key: value for key, value in document.items()
                 if not (value is None and key in ("dataset", "output_dir", "load", "reward_weights", "heldout",
-                                                  "chat_template_kwargs"))}
+                                                  "chat_template_kwargs", *ROLLOUT_OPTIONS))}
 
     def with_setting(self, setting: str) -> RunSettings:
         """This run with one ``KEY=VALUE`` (the value read as YAML) applied: ``load.X``, ``dataset.X``,

@@ -19,24 +19,14 @@ from typing import Any
 
 from ..machine import stack
 from ..model.inference import tool_call_parser
-from ..run.settings import ConfigError
-
-OPTIONS = ("tools", "environment_factory", "rollout_func")
-
-
-def _latest_stack() -> str:
-    trl, transformers = stack.SUPPORTED["trl"][1], stack.SUPPORTED["transformers"][1]
-    return f"train on the latest stack (requirements/lock.txt: TRL {trl}, transformers {transformers})"
+from ..run.settings import ROLLOUT_OPTIONS, ConfigError, refuse_lacking_options
 
 
 def rollout_options(tokenizer, dataset, *, tools=None, environment_factory=None, rollout_func=None) -> dict[str, Any]:
     """The keywords for GRPOTrainer: the options given, each checked against the installed stack and for what TRL needs
     of it; none where none is given, so a TRL without them is called as before."""
-    given = {name: value for name, value in zip(OPTIONS, (tools, environment_factory, rollout_func)) if value is not None}
-    for name, value in given.items():
-        option = "environment_factory (a dict)" if name == "environment_factory" and isinstance(value, dict) else name
-        if (reason := stack.lacking(option)) is not None:
-            raise ConfigError(f"{reason}: {_latest_stack()}")
+    given = {name: value for name, value in zip(ROLLOUT_OPTIONS, (tools, environment_factory, rollout_func)) if value is not None}
+    refuse_lacking_options(given)
     if tools is not None:
         if not isinstance(tools, (list, tuple)):
             raise ConfigError(f"tools={tools!r}: give a list of functions, tools=[...]")
@@ -52,27 +42,10 @@ def rollout_options(tokenizer, dataset, *, tools=None, environment_factory=None,
     return {name: list(value) if name == "tools" else value for name, value in given.items()}
 
 
-def described(options: dict[str, Any]) -> dict[str, Any]:
-    """``options`` as run.yaml records them: each tool, environment and rollout function by its name."""
-    record: dict[str, Any] = {}
-    if "tools" in options:
-        record["tools"] = [_name(tool) for tool in options["tools"]]
-    if (factory := options.get("environment_factory")) is not None:
-        record["environment_factory"] = ({key: _name(value) for key, value in factory.items()} if isinstance(factory, dict)
-                                         else _name(factory))
-    if "rollout_func" in options:
-        record["rollout_func"] = _name(options["rollout_func"])
-    return record
-
-
 def reward_arguments(options: dict[str, Any]) -> list[str]:
     """What the rewards get beside the dataset's columns in a run with ``options``: each rollout's environment, as
     ``environments`` (trl/trainer/grpo_trainer.py, _calculate_rewards)."""
     return ["environments"] if options.get("environment_factory") is not None else []
-
-
-def _name(thing: Any) -> str:
-    return getattr(thing, "__qualname__", None) or type(thing).__name__
 
 
 def _check_tool(tool: Any, where: str) -> None:

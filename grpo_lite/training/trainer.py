@@ -58,11 +58,11 @@ from ..run.config import config_to_dict, make_config
 from ..run.files import RUN_FILE, clear_run, fresh_run_dir, run_name, say_fresh_run_dir
 from ..run.porting import changes_table, option_sources, port_overrides, preset_changes, sampling_values
 from ..run.presets import preset_name
-from ..run.record import RunRecord, reward_reference, rows_fingerprint
+from ..run.record import RunRecord, function_reference, reward_reference, rows_fingerprint
 from ..run.resume import finished_at, resume_checkpoint
 from ..run.settings import REWARD_TIMEOUT, ConfigError, Heldout, RunSettings, resolve_options
 from ..run.stopping import InterruptStops, StopSwitch
-from .rollouts import described, reward_arguments, rollout_options
+from .rollouts import reward_arguments, rollout_options
 from .trl_compat import (
     cut_prompts_on_the_left,
     generate_with_tokenizer,
@@ -292,7 +292,8 @@ def train(
     each result shown to it before it goes on; ``environment_factory``, a class (or function) making one environment per
     rollout, ``reset(**row)`` before it, its public methods the tools and its ``get_reward()`` a reward, or a dict of them
     that each row picks from by its ``environment`` column; ``rollout_func(prompts, trainer)``, a loop of your own
-    returning ``prompt_ids``, ``completion_ids`` and ``logprobs`` (its other keys reach the rewards). samples.jsonl
+    returning ``prompt_ids``, ``completion_ids`` and ``logprobs`` (its other keys reach the rewards). Each may also be
+    named as a run YAML names it, ``"module:function"`` or ``"path/to/file.py:function"``. samples.jsonl
     records each rollout as an episode, turn by turn, and metrics.jsonl TRL's ``tools/call_frequency`` and
     ``tools/failure_frequency``.
     """
@@ -302,9 +303,9 @@ def train(
         reward_weights=_as_list(reward_weights), preset=preset,
         output_dir=os.fspath(output_dir) if isinstance(output_dir, (str, os.PathLike)) else output_dir, overwrite=overwrite,
         reward_timeout=reward_timeout, chat_template_kwargs=chat_template_kwargs, fold_system_prompt=fold_system_prompt,
-        heldout=Heldout(heldout, heldout_n, heldout_samples) if heldout is not None else None, overrides=overrides)
-    return train_run(model, tokenizer, dataset, settings, callbacks=callbacks, resume=resume, dashboard=dashboard,
-                     tools=tools, environment_factory=environment_factory, rollout_func=rollout_func)
+        heldout=Heldout(heldout, heldout_n, heldout_samples) if heldout is not None else None, tools=_as_list(tools),
+        environment_factory=environment_factory, rollout_func=rollout_func, overrides=overrides)
+    return train_run(model, tokenizer, dataset, settings, callbacks=callbacks, resume=resume, dashboard=dashboard)
 
 
 def _as_list(values: Any) -> Any:
@@ -322,13 +323,11 @@ def model_name(model) -> str:
 
 
 def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Sequence[TrainerCallback] = (),
-              resume: bool = False, dashboard: Any = True, tools: Sequence[Any] | None = None, environment_factory: Any = None,
-              rollout_func: Any = None) -> TrainResult:
+              resume: bool = False, dashboard: Any = True) -> TrainResult:
     """:func:`train` for a run given as one :class:`RunSettings`, whose ``heldout.data`` is a prepared dataset."""
     settings.validate(model_loaded=True, resume=resume)
     dataset = _training_rows(dataset, tokenizer)
-    rollouts = rollout_options(tokenizer, dataset, tools=tools, environment_factory=environment_factory,
-                               rollout_func=rollout_func)
+    rollouts = rollout_options(tokenizer, dataset, **settings.rollouts())
     _check_trainable(model)
     if images := image_column(dataset.column_names):
         check_processor_for_images(tokenizer, f"the rows have images (column {images!r})")
@@ -388,13 +387,11 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
     guarded = [guard(f, settings.reward_timeout, name=name) for f, name in zip(funcs, names)]
     if (unlimited_rewards := unlimited(guarded)) is not None:
         logger.warning(unlimited_rewards)
-    record = _record(model, settings, funcs, config, set_weights, chosen_overrides)
+    record = _record(model, settings, funcs, rollouts, config, set_weights, chosen_overrides)
     record.chosen.update(rows=len(dataset), rows_fingerprint=rows_fingerprint(dataset))  # resuming compares them
     if ported.translated:
         record.chosen["translated"] = ported.translated  # the user's field -> its new form (None: dropped)
     record.chosen["sources"] = {key: source for key, source in sorted(sources.items()) if source != "trl"}
-    if rollouts:
-        record.chosen["rollouts"] = described(rollouts)
     views = _dashboard(dashboard, output_dir)  # a view name that does not exist is refused before anything is written
     checkpoint = resume_checkpoint(output_dir, config, record) if resume else None
     finished = finished_at(checkpoint, config.max_steps) if checkpoint is not None else None
@@ -494,15 +491,24 @@ def vllm_options(model) -> dict[str, Any]:
     return options
 
 
-def _record(model, settings: RunSettings, funcs, config, set_weights, chosen_overrides: dict[str, Any]) -> RunRecord:
-    """``run.yaml`` of this run: the settings as given (rewards by the names that resolve back to them), what the run
-    chose, its GRPOConfig. Held-out rows given as a dataset are recorded by their count; a recipe names their file."""
+def _record(model, settings: RunSettings, funcs, rollouts: dict[str, Any], config, set_weights,
+            chosen_overrides: dict[str, Any]) -> RunRecord:
+    """``run.yaml`` of this run: the settings as given (rewards, tools, environments and a rollout function by the names
+    that resolve back to them), what the run chose, its GRPOConfig. Held-out rows given as a dataset are recorded by
+    their count; a recipe names their file."""
     loaded = loaded_as(model)
     overrides = dict(settings.overrides)
     if overrides.get("vllm_sampling_params") is not None:  # a SamplingParams object: recorded by what it holds
         overrides["vllm_sampling_params"] = sampling_values(overrides["vllm_sampling_params"])
+    factory = rollouts.get("environment_factory")
+    references = {
+        "tools": [function_reference(tool) for tool in rollouts["tools"]] if "tools" in rollouts else None,
+        "environment_factory": ({key: function_reference(each) for key, each in factory.items()} if isinstance(factory, dict)
+                                else function_reference(factory) if factory is not None else None),
+        "rollout_func": function_reference(rollouts["rollout_func"]) if "rollout_func" in rollouts else None,
+    }
     recorded = dataclasses.replace(settings, rewards=[reward_reference(f) for f in funcs], output_dir=None, dataset=None,
-                                   load=loaded.settings if loaded else settings.load, overrides=overrides)
+                                   load=loaded.settings if loaded else settings.load, overrides=overrides, **references)
     chosen: dict[str, Any] = {"preset": preset_name(settings.preset)}
     if settings.heldout is not None and settings.heldout.data is not None and not isinstance(settings.heldout.data, dict):
         chosen["heldout_rows"] = len(settings.heldout.data)
