@@ -5,6 +5,7 @@ TRL could not run is refused by name, with the fix. On the latest stack a tiny m
 (tests/games.py) trains two steps with each, and samples.jsonl holds each rollout as an episode, turn by turn.
 """
 
+import dataclasses
 import functools
 import re
 import shutil
@@ -86,6 +87,21 @@ def wrong_arity(prompts):
     return {}
 
 
+class Unscored:
+    """A game with no get_reward: nothing of its own scores its episodes."""
+
+    def reset(self, **row) -> None:
+        return None
+
+    def guess(self, number: int) -> str:
+        """Guess.
+
+        Args:
+            number: The guess.
+        """
+        return "lower"
+
+
 @newer_only("environment_per_row")
 @pytest.mark.parametrize("given, refusal", [
     ({"tools": [undocumented]}, r"tools\[0\] \(undocumented\) cannot be described to the model: .*Google-style docstring"),
@@ -96,15 +112,19 @@ def wrong_arity(prompts):
     ({"environment_factory": {"numbers": NumberGuess}}, r"'environment' column names 'letters', which environment_factory has not"),
     ({"rollout_func": wrong_arity}, r"rollout_func \(wrong_arity\) must take \(prompts, trainer\)"),
     ({"tools": [guess], "chatml": True}, r"chat template cannot render a tool call and its result .*tokenizer.chat_template ="),
+    ({"tools": [guess], "rewards": []}, r"rewards is empty: give at least one reward function, or an environment_factory whose"),
+    ({"environment_factory": Unscored, "rewards": []},
+     r"environment_factory makes a Unscored, which has no get_reward method, and the run has no reward functions"),
 ], ids=["no docstring", "no type hint", "a partial", "not a list", "no reset", "an environment no row names", "rollout_func's arguments",
-        "a template without tools"])
+        "a template without tools", "no reward at all", "an environment that cannot score alone"])
 def test_a_rollout_option_trl_could_not_run_is_refused_by_name_before_the_trainer(given, refusal, tiny_model, tmp_path):
     model, tokenizer = tiny_model  # ChatML, which renders no tool call
     given = dict(given)
     if not given.pop("chatml", False):
         tokenizer.chat_template = TOOL_CALLING.chat_template()
+    rewards = given.pop("rewards", [calls_reward])
     with pytest.raises(ConfigError, match=refusal):
-        train(model, tokenizer, game_rows(), [calls_reward], output_dir=tmp_path / "run", **given, **STEPS)
+        train(model, tokenizer, game_rows(), rewards, output_dir=tmp_path / "run", **given, **STEPS)
     assert not (tmp_path / "run").exists()
 
 
@@ -191,6 +211,20 @@ def test_an_environment_per_rollout_is_reset_with_its_row_and_scores_it(tool_cal
 
 
 @pytest.mark.slow
+@newer_only("environment_factory")
+def test_environments_scoring_their_own_episodes_are_a_runs_only_reward(tool_caller, tmp_path):
+    model, tokenizer = load_model(str(tool_caller), lora_rank=8)
+    train(model, tokenizer, game_rows(), [], output_dir=tmp_path, environment_factory=NumberGuess, max_tool_calling_iterations=1,
+          **FOUR_ROWS_A_STEP)
+    samples = _episodes(tmp_path, per_step=8)
+    assert all(set(row["rewards"]) == {"NumberGuess"} for row in samples)
+    assert any(row["rewards"]["NumberGuess"] == 1.0 for row in samples)  # some episode guessed 5 at once
+    recorded = read_run(tmp_path).settings
+    assert recorded.rewards == []
+    assert dataclasses.replace(recorded, output_dir=str(tmp_path)).problems(model_loaded=True, resume=True) == []  # resumable
+
+
+@pytest.mark.slow
 @newer_only("environment_per_row")
 def test_each_row_plays_the_environment_its_column_names(tool_caller, tmp_path):
     model, tokenizer = load_model(str(tool_caller), lora_rank=8)
@@ -251,6 +285,9 @@ def test_preview_plays_groups_of_episodes_in_trls_tool_loop_and_scores_the_envir
     played = [i for i, episode in enumerate(report.episodes) if len(episode["episode"]) >= 2]
     assert played and all("tool_response" not in tokenizer.decode(report.completions[i].token_ids) for i in played)
     assert report.rescore().lab.scores("NumberGuess") == report.lab.scores("NumberGuess")
+    # with no rewards of the run's own, the environment's is the lab's only one
+    alone = preview(model, tokenizer, game_rows(2), [], environment_factory=NumberGuess, **PREVIEWED)
+    assert alone.functions == ["NumberGuess"] and len(alone.lab.scores("NumberGuess")) == 4
 
 
 @pytest.mark.slow
@@ -291,6 +328,7 @@ def _game_recipe(folder: Path, **settings) -> Path:
     game_rows().to_json(str(folder / "rows.jsonl"))
     recipe = {"model": "tiny", "rewards": ["games.py:calls_reward"], "dataset": {"path": "rows.jsonl", "prepared": True},
               "preset": "cpu-smoke", **settings}
+    recipe = {key: value for key, value in recipe.items() if value is not None}  # a setting given as None: left out
     (folder / "run.yaml").write_text(yaml.safe_dump(recipe))
     return folder / "run.yaml"
 
@@ -310,6 +348,9 @@ def test_a_run_yaml_names_tools_environments_and_a_rollout_function_by_file_each
         assert [tool.__name__ for tool in given["tools"]] == ["guess"] and given["tools"][0](5) == "correct"
         assert given["environment_factory"]["numbers"]().guess(5) == "correct"
         assert given["rollout_func"].__name__ == "play_number_guess"
+    # with no rewards, the environment's get_reward scores the episodes alone
+    scored_by_itself = read_recipe(_game_recipe(tmp_path, rewards=None, environment_factory="games.py:NumberGuess"))
+    assert scored_by_itself.rewards == [] and len(scored_by_itself.problems()) == any(lacking)
     # --set names them as the YAML does
     changed = apply_settings(settings, ["tools=[games.py:guess, games.py:gues]"])
     assert changed.tools == ["games.py:guess", "games.py:gues"]

@@ -298,14 +298,15 @@ def report_on(rows, groups, completions, rewards, settings, greedy_rows, *, epis
 
 def checked_input(dataset, rewards: Any, num_generations: int):
     """``dataset`` as a Dataset, refused before any generation where preview could not judge it: no prompts, groups
-    of one, rewards that do not resolve."""
+    of one, rewards that do not resolve (``None``: the episodes' environments score them)."""
     dataset = as_dataset(dataset)
     if "prompt" not in dataset.column_names:
         raise DatasetError(f"preview: the dataset has no 'prompt' column (columns: {dataset.column_names}); build it "
                          "with grpo_lite.prepare_dataset")
     if num_generations < 2:
         raise ConfigError(f"preview: num_generations={num_generations}; GRPO compares completions within a group, use 2 or more")
-    resolve_rewards(rewards)  # names and signatures checked before any generation
+    if rewards is not None:
+        resolve_rewards(rewards)  # names and signatures checked before any generation
     return dataset
 
 

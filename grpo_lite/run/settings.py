@@ -98,7 +98,7 @@ SECTION_FIXES = {
 DATA_SECTIONS = ("dataset", "heldout")
 # The reward functions of a run: names, module:function or file.py:function references, functions, a RewardSet
 REWARD = AnyOf((Text(), Kind((os.PathLike,), said="a path"), Kind((RewardSet,), callable=True, said="a function")))
-REWARDS_SHAPE = AnyOf((REWARD, ListOf(REWARD, empty=False)))
+REWARDS_SHAPE = AnyOf((REWARD, ListOf(REWARD)))  # empty only beside environments that score themselves (problems)
 # A tool, an environment's factory or a rollout function: a module:function or file.py:function reference, or the thing
 FUNCTION = AnyOf((Text(), Kind((os.PathLike,), said="a path"), Kind((), callable=True, said="a function or class")))
 REFERENCE_FIX = "'module:function' or 'path/to/file.py:function' references (or the functions themselves)"
@@ -292,7 +292,8 @@ class RunSettings:
         their settings hold. ``section_where`` names the sections in messages (default: ``<where>: load``)."""
         values = {k: v for k, v in values.items() if k not in RECORD_ONLY}
         found = _unknown(values, declared(cls), where)
-        found += [f"{where}: '{key}' is required" for key in ("model", "rewards") if values.get(key) is None]
+        found += [f"{where}: '{key}' is required" for key in ("model", "rewards") if values.get(key) is None
+                  and not (key == "rewards" and values.get("environment_factory") is not None)]
         for key in DATA_SECTIONS:
             if isinstance(values.get(key), str):
                 values[key] = {"path": values[key]}
@@ -306,7 +307,9 @@ class RunSettings:
             found += unknown
         if found:
             raise ConfigError("\n".join(found))
-        if isinstance(values["rewards"], str):
+        if values.get("rewards") is None:
+            values["rewards"] = []  # the environments' get_reward alone scores the episodes
+        elif isinstance(values["rewards"], str):
             values["rewards"] = [values["rewards"]]  # one reward named alone
         values = _from_text(values, {k: v for k, v in declared(cls).items() if k not in ("load", "heldout")})
         values["overrides"] = numbers_from_text(values.get("overrides") or {})
@@ -354,17 +357,27 @@ class RunSettings:
                 found += str(error).splitlines()
         if {"rewards", "overrides"} & wrong:
             return found
-        from rewards import resolve_rewards
-
         try:
-            funcs, _ = resolve_rewards(self.rewards)  # a preset name stands for several functions
-        except UserError as error:  # an unknown name, a path that does not import, no **kwargs
+            funcs, _ = self.reward_functions()
+        except UserError as error:  # an unknown name, a path that does not import, no **kwargs, none at all
             return found + [str(error)]
         weights = self.reward_weights if self.reward_weights is not None else self.overrides.get("reward_weights")
         if isinstance(weights, list) and len(weights) != len(funcs):
             names = [r if isinstance(r, str) else getattr(r, "__name__", repr(r)) for r in self.rewards]
             found.append(f"reward_weights has {len(weights)} values for the {len(funcs)} reward functions of {names}")
         return found
+
+    def reward_functions(self) -> tuple[list[Any], list[float] | None]:
+        """The reward functions and their weights (``rewards.resolve_rewards``: a preset name stands for several); none
+        where the run's environments score their own episodes with ``get_reward()``, which TRL adds to them."""
+        if self.rewards == []:
+            if self.environment_factory is None:
+                raise ConfigError("rewards is empty: give at least one reward function, or an environment_factory whose "
+                                  "environments score their own episodes with get_reward()")
+            return [], None
+        from rewards import resolve_rewards
+
+        return resolve_rewards(self.rewards)
 
     def rollouts(self) -> dict[str, Any]:
         """The tools, environment factories and rollout function the run gives TRL's trainer, each reference imported;

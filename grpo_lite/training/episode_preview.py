@@ -60,10 +60,12 @@ def preview(model, tokenizer, dataset, rewards: Any, *, tools=None, environment_
                                      batch_size=batch_size, seed=seed, chat_template_kwargs=chat_template_kwargs, **overrides)
     import torch
 
-    dataset = checked_input(dataset, rewards, num_generations)
+    scored_by_environments = environment_factory is not None and isinstance(rewards, (list, tuple)) and not rewards
+    dataset = checked_input(dataset, None if scored_by_environments else rewards, num_generations)
     chosen = dataset.select(range(min(n_prompts, len(dataset))))
-    rollouts = rollout_options(tokenizer, chosen, tools=tools, environment_factory=environment_factory)
-    funcs, weights = resolve_rewards(rewards)
+    rollouts = rollout_options(tokenizer, chosen, tools=tools, environment_factory=environment_factory,
+                               scored_by_environments=scored_by_environments)
+    funcs, weights = ([], None) if scored_by_environments else resolve_rewards(rewards)
     if max_completion_length is not None:
         overrides["max_completion_length"] = max_completion_length
     settings = sampling_settings(preset, num_generations=num_generations, **overrides)

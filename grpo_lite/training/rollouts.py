@@ -22,9 +22,11 @@ from ..model.inference import tool_call_parser
 from ..run.settings import ROLLOUT_OPTIONS, ConfigError, refuse_lacking_options
 
 
-def rollout_options(tokenizer, dataset, *, tools=None, environment_factory=None, rollout_func=None) -> dict[str, Any]:
+def rollout_options(tokenizer, dataset, *, tools=None, environment_factory=None, rollout_func=None,
+                    scored_by_environments: bool = False) -> dict[str, Any]:
     """The keywords for GRPOTrainer: the options given, each checked against the installed stack and for what TRL needs
-    of it; none where none is given, so a TRL without them is called as before."""
+    of it; none where none is given, so a TRL without them is called as before. ``scored_by_environments``: the run has
+    no reward functions, so each environment must score its episodes with ``get_reward()``."""
     given = {name: value for name, value in zip(ROLLOUT_OPTIONS, (tools, environment_factory, rollout_func)) if value is not None}
     refuse_lacking_options(given)
     if tools is not None:
@@ -33,7 +35,7 @@ def rollout_options(tokenizer, dataset, *, tools=None, environment_factory=None,
         for i, tool in enumerate(tools):
             _check_tool(tool, f"tools[{i}]")
     if environment_factory is not None:
-        _check_environments(environment_factory, dataset)
+        _check_environments(environment_factory, dataset, scored_by_environments)
     if rollout_func is not None:
         _check_rollout_func(rollout_func)
     if tools or environment_factory is not None:
@@ -69,7 +71,7 @@ def _check_tool(tool: Any, where: str) -> None:
                           "(transformers' get_json_schema reads them)") from None
 
 
-def _check_environments(factory: Any, dataset) -> None:
+def _check_environments(factory: Any, dataset, scored: bool) -> None:
     """Each factory makes an environment (one here, as TRL's trainer makes one to read its tools) with ``reset`` and
     tools TRL can describe; a dict's rows each name one of its environments in their ``environment`` column."""
     if isinstance(factory, dict):
@@ -83,12 +85,12 @@ def _check_environments(factory: Any, dataset) -> None:
             raise ConfigError(f"the dataset's 'environment' column names {', '.join(map(repr, unknown))}, which "
                               f"environment_factory has not (it has {', '.join(map(repr, factory))})")
         for key, each in factory.items():
-            _check_environment(each, f"environment_factory[{key!r}]")
+            _check_environment(each, f"environment_factory[{key!r}]", scored)
     else:
-        _check_environment(factory, "environment_factory")
+        _check_environment(factory, "environment_factory", scored)
 
 
-def _check_environment(factory: Any, where: str) -> None:
+def _check_environment(factory: Any, where: str, scored: bool) -> None:
     if not callable(factory):
         raise ConfigError(f"{where}={factory!r} is not callable: give a class (or function) that makes one environment")
     environment = factory()
@@ -99,6 +101,9 @@ def _check_environment(factory: Any, where: str) -> None:
         raise ConfigError(f"{where} makes a {kind.__name__}, which has no reset method: TRL calls reset(**row) on each "
                           "environment before its rollout (returning None, or text added to the prompt); define "
                           "def reset(self, **row)")
+    if scored and "get_reward" not in methods:
+        raise ConfigError(f"{where} makes a {kind.__name__}, which has no get_reward method, and the run has no reward "
+                          "functions: its episodes would earn nothing. Define def get_reward(self) -> float, or give rewards")
     for name in methods:
         if not name.startswith("_") and name not in ("reset", "get_reward"):
             _check_tool(getattr(environment, name), f"{where}: {kind.__name__}.{name}")

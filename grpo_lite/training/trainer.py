@@ -36,7 +36,6 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from rewards import resolve_rewards
 from rewards.calling import check_columns
 from rewards.combine import distinct_names, name_clashes
 from rewards.extract import is_data_frame
@@ -327,7 +326,8 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
     """:func:`train` for a run given as one :class:`RunSettings`, whose ``heldout.data`` is a prepared dataset."""
     settings.validate(model_loaded=True, resume=resume)
     dataset = _training_rows(dataset, tokenizer)
-    rollouts = rollout_options(tokenizer, dataset, **settings.rollouts())
+    funcs, set_weights = settings.reward_functions()
+    rollouts = rollout_options(tokenizer, dataset, **settings.rollouts(), scored_by_environments=not funcs)
     _check_trainable(model)
     if images := image_column(dataset.column_names):
         check_processor_for_images(tokenizer, f"the rows have images (column {images!r})")
@@ -336,7 +336,6 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
         say_fresh_run_dir(output_dir)
     else:
         output_dir = Path(settings.output_dir)
-    funcs, set_weights = resolve_rewards(settings.rewards)
     if "rollout_func" not in rollouts:  # a rollout function's own keys reach the rewards too, known once it runs
         # a reward's required column the data lacks: refused before any step
         check_columns(funcs, [*dataset.column_names, *reward_arguments(rollouts)])
