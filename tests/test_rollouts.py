@@ -5,7 +5,6 @@ TRL could not run is refused by name, with the fix. On the latest stack a tiny m
 (tests/games.py) trains two steps with each, and samples.jsonl holds each rollout as an episode, turn by turn.
 """
 
-import dataclasses
 import functools
 import re
 import shutil
@@ -18,7 +17,7 @@ from games import LetterGuess, NumberGuess, build_tool_calling_model, calls_rewa
 from packaging.version import Version
 from stacks import newer_only
 
-from grpo_lite import load_model, prepare_dataset, preview, read_metrics, show_run, train
+from grpo_lite import evaluate, load_model, prepare_dataset, preview, read_metrics, show_run, train
 from grpo_lite.evaluation.episodes import episode_findings
 from grpo_lite.launch.kit import write_launch_kit
 from grpo_lite.launch.recipe import apply_settings, read_recipe, run_recipe
@@ -214,14 +213,38 @@ def test_an_environment_per_rollout_is_reset_with_its_row_and_scores_it(tool_cal
 @newer_only("environment_factory")
 def test_environments_scoring_their_own_episodes_are_a_runs_only_reward(tool_caller, tmp_path):
     model, tokenizer = load_model(str(tool_caller), lora_rank=8)
-    train(model, tokenizer, game_rows(), [], output_dir=tmp_path, environment_factory=NumberGuess, max_tool_calling_iterations=1,
-          **FOUR_ROWS_A_STEP)
+    result = train(model, tokenizer, game_rows(), [], output_dir=tmp_path, environment_factory=NumberGuess,
+                   max_tool_calling_iterations=1, heldout=_secrets(game_rows(4)), heldout_n=4, **FOUR_ROWS_A_STEP)
+    # held-out episodes play in environments too, before and after, and their reward is reported
+    assert result.evaluation.base.mean_rewards == {"NumberGuess": 0.5}  # guess(5) is right for secret 5, not 3
+    assert set(result.evaluation.trained.mean_rewards) == {"NumberGuess"}
     samples = _episodes(tmp_path, per_step=8)
     assert all(set(row["rewards"]) == {"NumberGuess"} for row in samples)
     assert any(row["rewards"]["NumberGuess"] == 1.0 for row in samples)  # some episode guessed 5 at once
-    recorded = read_run(tmp_path).settings
-    assert recorded.rewards == []
-    assert dataclasses.replace(recorded, output_dir=str(tmp_path)).problems(model_loaded=True, resume=True) == []  # resumable
+    assert read_run(tmp_path).settings.rewards == []  # and run.yaml reads back so
+
+
+def _secrets(rows):
+    """Rows whose secret is 5 (the number the tiny model guesses) and 3 in turn."""
+    return rows.map(lambda row, i: {"secret": 5 if i % 2 == 0 else 3}, with_indices=True)
+
+
+@pytest.mark.slow
+@newer_only("environment_per_row")
+def test_heldout_episodes_play_each_in_the_environment_its_row_names_and_rewards_get_it(tool_caller):
+    model, tokenizer = load_model(str(tool_caller), lora_rank=8)
+    seen = []
+
+    def sees_environments(completions, environments, **kwargs):
+        seen.append([type(e).__name__ for e in environments])
+        return [0.0] * len(completions)
+
+    rows = _secrets(game_rows(4))  # numbers, letters, numbers, letters; secrets 5, 3, 5, 3
+    report = evaluate(model, tokenizer, rows, [sees_environments], environment_factory=ENVIRONMENTS, max_completion_length=192,
+                      max_tool_calling_iterations=1, progress=None)
+    assert seen == [["NumberGuess", "LetterGuess"] * 2]
+    # greedy, the model guesses 5: right for the numbers rows' secret 5; LetterGuess has no guess tool
+    assert report.mean_rewards == {"sees_environments": 0.0, "NumberGuess": 1.0, "LetterGuess": 0.0}
 
 
 @pytest.mark.slow

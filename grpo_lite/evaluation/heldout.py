@@ -1,7 +1,8 @@
 """Held-out evaluation around a training run: the same rows scored before the first step and after the last.
 
 ``train(heldout=...)`` adds :class:`HeldoutEvaluation`: it evaluates greedily (plus pass@k with
-``heldout_samples > 1``) when training begins and ends, running the run's tools in each episode as training does, says both side by side, keeps them as
+``heldout_samples > 1``) when training begins and ends, playing each episode with the run's tools and environments as
+training does, says both side by side, keeps them as
 ``comparison`` and writes them to ``eval.json`` in the run folder.
 """
 
@@ -35,7 +36,7 @@ class HeldoutEvaluation(TrainerCallback):
     def __init__(self, tokenizer, dataset, rewards: Any, output_dir: str | Path, *, heldout_n: int | None = 200,
                  heldout_samples: int = 1, temperature: float = 1.0, max_completion_length: int = 128,
                  chat_template_kwargs: dict[str, Any] | None = None, tools: list[Any] | None = None,
-                 max_tool_calling_iterations: int | None = None):
+                 max_tool_calling_iterations: int | None = None, environment_factory: Any = None):
         check_heldout(dataset)
         self.tokenizer = tokenizer
         self.dataset = dataset
@@ -43,7 +44,7 @@ class HeldoutEvaluation(TrainerCallback):
         self.path = Path(output_dir) / EVAL_FILE
         self.options = dict(heldout_n=heldout_n, heldout_samples=heldout_samples, temperature=temperature,
                             max_completion_length=max_completion_length, chat_template_kwargs=dict(chat_template_kwargs or {}), tools=tools,
-                            max_tool_calling_iterations=max_tool_calling_iterations)
+                            max_tool_calling_iterations=max_tool_calling_iterations, environment_factory=environment_factory)
         self.before = None
         self.comparison: Comparison | None = None
 

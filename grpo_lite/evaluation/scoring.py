@@ -122,6 +122,23 @@ def _as_completion(prompt: Any, completion) -> Any:
     return completion.messages if isinstance(completion, Episode) else as_trl_completion(prompt, _text(completion))
 
 
+def _environments(completions: Sequence[Any]) -> dict[str, list[Any]]:
+    """Each episode's environment, as TRL hands the rewards ``environments``; nothing where none was played in one."""
+    environments = [getattr(c, "environment", None) for c in completions]
+    return {"environments": environments} if any(e is not None for e in environments) else {}
+
+
+def _environment_rewards(completions: Sequence[Any]) -> dict[str, float]:
+    """The mean of each environment class's ``get_reward()`` over its episodes, under the class's name, as training logs
+    it (trl/trainer/grpo_trainer.py: one reward per environment class that defines get_reward)."""
+    scored: dict[str, list[float]] = {}
+    for completion in completions:
+        environment = getattr(completion, "environment", None)
+        if callable(getattr(environment, "get_reward", None)):
+            scored.setdefault(type(environment).__name__, []).append(environment.get_reward())
+    return {name: _mean(values) for name, values in scored.items()}
+
+
 def _columns(rows: Sequence[dict[str, Any]], repeat: int) -> dict[str, list[Any]]:
     """Dataset columns as reward keywords (as TRL passes them), each value repeated once per completion."""
     names = [c for c in rows[0] if c not in ("prompt", "completion")]
@@ -170,16 +187,18 @@ def score(
         return call_reward(func, prompts=prompts, completions=[_as_completion(p, c) for p, c in zip(prompts, completions)],
                            completion_ids=[list(getattr(c, "token_ids", ())) for c in completions], **columns)
 
+    columns = {**columns, **_environments(completions)}
     correct = scores(correctness, prompts, completions, columns)
     formatted = scores(format_reward, prompts, completions, columns)
-    extra = resolve_rewards(rewards)[0] if rewards is not None else []
+    extra = resolve_rewards(rewards)[0] if rewards not in (None, []) else []  # []: the environments' rewards alone
     mean_rewards = {name: _mean(scores(f, prompts, completions, columns)) for f, name in zip(extra, distinct_names(extra))}
+    mean_rewards.update(_environment_rewards(completions))
 
     pass_k: dict[int, float] = {}
     if sampled is not None:
         k = len(sampled[0])
         flat = [c for row_samples in sampled for c in row_samples]
-        sample_scores = scores(correctness, [p for p in prompts for _ in range(k)], flat, _columns(rows, k))
+        sample_scores = scores(correctness, [p for p in prompts for _ in range(k)], flat, {**_columns(rows, k), **_environments(flat)})
         num_correct = [sum(is_correct(s) for s in sample_scores[i * k : (i + 1) * k]) for i in range(len(rows))]
         pass_k = {j: sum(pass_at_k(k, c, j) for c in num_correct) / len(rows) for j in powers_of_two(k)}
 
@@ -224,6 +243,7 @@ def evaluate(
     chat_template_kwargs: dict[str, Any] | None = None,
     tools: Sequence[Any] | None = None,
     max_tool_calling_iterations: int | None = None,
+    environment_factory: Any = None,
 ) -> EvalReport:
     """Evaluate ``model`` on the first ``heldout_n`` rows of a ``prepare_dataset`` dataset (``prompt`` and ``answer``).
 
@@ -238,7 +258,9 @@ def evaluate(
     those the last ``train()`` with this tokenizer used; see :func:`grpo_lite.generate`) and each row's own values of
     the columns the chat template reads over them. With ``tools`` (functions, as :func:`grpo_lite.train` takes them),
     each completion is an episode: the tool calls the model writes are run and their results shown to it, at most
-    ``max_tool_calling_iterations`` rounds, within ``max_completion_length`` tokens, as training plays a rollout.
+    ``max_tool_calling_iterations`` rounds, within ``max_completion_length`` tokens, as training plays a rollout. With
+    ``environment_factory`` (as ``train`` takes it), each episode is played in an environment of its own, reset with its
+    row; the rewards get it as ``environments``, and each environment class's ``get_reward()`` is reported among them.
     """
     import torch
 
@@ -252,10 +274,11 @@ def evaluate(
         raise DatasetError("evaluate: the dataset has no 'prompt' column; build it with grpo_lite.prepare_dataset")
     options = dict(max_completion_length=max_completion_length, batch_size=batch_size, chat_template_kwargs=chat_template_kwargs)
     label = (lambda what: f"{progress}: {what}") if progress is not None else (lambda what: None)
-    if tools:
+    if tools or environment_factory is not None:
         def generate(rows, *, num_return_sequences=1, **more):  # an episode per row and sample, as training plays them
-            return play_episodes(model, tokenizer, [row for row in rows for _ in range(num_return_sequences)], tools,
-                                 max_tool_calling_iterations=max_tool_calling_iterations, **options, **more)
+            return play_episodes(model, tokenizer, [row for row in rows for _ in range(num_return_sequences)], tools or [],
+                                 max_tool_calling_iterations=max_tool_calling_iterations,
+                                 environment_factory=environment_factory, **options, **more)
     else:
         def generate(rows, **more):
             return sample(model, tokenizer, rows, **options, **more)

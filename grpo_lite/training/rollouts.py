@@ -17,6 +17,7 @@ import functools
 import inspect
 from typing import Any
 
+from ..evaluation.played import environment_tools
 from ..machine import stack
 from ..model.inference import tool_call_parser
 from ..run.settings import ROLLOUT_OPTIONS, ConfigError, refuse_lacking_options
@@ -104,9 +105,8 @@ def _check_environment(factory: Any, where: str, scored: bool) -> None:
     if scored and "get_reward" not in methods:
         raise ConfigError(f"{where} makes a {kind.__name__}, which has no get_reward method, and the run has no reward "
                           "functions: its episodes would earn nothing. Define def get_reward(self) -> float, or give rewards")
-    for name in methods:
-        if not name.startswith("_") and name not in ("reset", "get_reward"):
-            _check_tool(getattr(environment, name), f"{where}: {kind.__name__}.{name}")
+    for tool in environment_tools(environment):
+        _check_tool(tool, f"{where}: {kind.__name__}.{tool.__name__}")
 
 
 def _check_rollout_func(rollout_func: Any) -> None:

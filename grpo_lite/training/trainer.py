@@ -377,7 +377,7 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
         evaluation = [HeldoutEvaluation(tokenizer, heldout.data, funcs, output_dir, heldout_n=heldout.n,
                                         heldout_samples=heldout.samples, temperature=config.temperature,
                                         max_completion_length=config.max_completion_length, chat_template_kwargs=template,
-                                        tools=rollouts.get("tools"),
+                                        tools=rollouts.get("tools"), environment_factory=rollouts.get("environment_factory"),
                                         max_tool_calling_iterations=getattr(config, "max_tool_calling_iterations", None))]
 
     names = distinct_names(funcs)  # TRL logs each reward under its function's name: two of one name would share a curve
