@@ -195,8 +195,7 @@ def test_a_model_calling_a_tool_trains_and_each_rollout_is_an_episode(tool_calle
 @newer_only("environment_factory")
 def test_an_environment_per_rollout_is_reset_with_its_row_and_scores_it(tool_caller, tmp_path):
     model, tokenizer = load_model(str(tool_caller), lora_rank=8)
-    rows = game_rows().map(lambda row, i: {"secret": 5 if i % 2 == 0 else 3}, with_indices=True)
-    train(model, tokenizer, rows, [calls_reward], output_dir=tmp_path, environment_factory=NumberGuess,
+    train(model, tokenizer, _secrets(game_rows()), [calls_reward], output_dir=tmp_path, environment_factory=NumberGuess,
           max_tool_calling_iterations=1, **FOUR_ROWS_A_STEP)
     samples = _episodes(tmp_path, per_step=8)
     _assert_called_and_answered(samples, "correct")

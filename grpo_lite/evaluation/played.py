@@ -82,6 +82,7 @@ def play_episodes(model, tokenizer, rows: Sequence[dict[str, Any]], tools: Seque
     if environment_factory is not None and rows:
         rows, environments = map(list, zip(*(_started(dict(row), environment_factory) for row in rows)))
     own_tools = [[*tools, *(environment_tools(e) if e is not None else [])] for e in environments]
+    by_name = [{tool.__name__: tool for tool in each} for each in own_tools]
     parser = tool_call_parser(text_tokenizer(tokenizer))
     run = template_kwargs(tokenizer, chat_template_kwargs)
     kwargs = [{**run, "tools": each} for each in own_tools]
@@ -101,8 +102,8 @@ def play_episodes(model, tokenizer, rows: Sequence[dict[str, Any]], tools: Seque
         used = max(length(i) for i in playing)
         going_on = []
         # rows told of the same tools are rendered and sampled together: one environment's rows, or all of them
-        for told in dict.fromkeys(tuple(tool.__name__ for tool in own_tools[i]) for i in playing):
-            group = [i for i in playing if tuple(tool.__name__ for tool in own_tools[i]) == told]
+        for told in dict.fromkeys(tuple(by_name[i]) for i in playing):
+            group = [i for i in playing if tuple(by_name[i]) == told]
             replies = sample(model, tokenizer, [{**rows[i], "prompt": [*rows[i]["prompt"], *said[i]]} for i in group],
                              max_completion_length=max_completion_length - used, chat_template_kwargs=kwargs[group[0]],
                              **options)
@@ -112,9 +113,8 @@ def play_episodes(model, tokenizer, rows: Sequence[dict[str, Any]], tools: Seque
                 said[i].append(message)
                 truncated[i] = reply.truncated
                 if message.get("tool_calls") and rounds < limit:
-                    by_name = {tool.__name__: tool for tool in own_tools[i]}
                     said[i] += [{"role": "tool", "name": name, "content": content}
-                                for name, content in (_result(by_name, call) for call in message["tool_calls"])]
+                                for name, content in (_result(by_name[i], call) for call in message["tool_calls"])]
                     going_on.append(i)
         rounds += 1
         # a row whose tool results leave no room for another reply ends there, as TRL drops it from the loop

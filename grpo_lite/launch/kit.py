@@ -20,7 +20,7 @@ from rewards.registry import split_file_reference
 
 from ..log import logger
 from ..run.record import read_run
-from ..run.settings import ConfigError, Heldout, RunSettings
+from ..run.settings import ConfigError, Heldout, RunSettings, map_rollout_options
 from .recipe import read_recipe
 
 RECIPE_FILE = "recipe.yaml"
@@ -139,13 +139,9 @@ def write_launch_kit(source: Any, out_dir: str | Path, *, dataset=None, heldout=
     _check_importable(settings)
     commands = launch_commands(RECIPE_FILE, model=settings.model, num_gpus=num_gpus)
     (out / "accelerate").mkdir(parents=True, exist_ok=True)  # once the source is read: a bad one leaves no folder
-    factory = settings.environment_factory
     settings = dataclasses.replace(
         settings, rewards=[_shipped(reference, out) for reference in settings.rewards],
-        tools=[_shipped(tool, out) for tool in settings.tools] if settings.tools is not None else None,
-        environment_factory=({key: _shipped(each, out) for key, each in factory.items()} if isinstance(factory, dict)
-                             else _shipped(factory, out)),
-        rollout_func=_shipped(settings.rollout_func, out))
+        **map_rollout_options(settings.rollout_references(), lambda reference, _: _shipped(reference, out)))
     if dataset is not None:
         dataset.to_json(str(out / "dataset.jsonl"))
         settings = dataclasses.replace(settings, dataset={"path": "dataset.jsonl", "prepared": True})

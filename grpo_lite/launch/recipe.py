@@ -30,7 +30,7 @@ from typing import Any
 from rewards.registry import split_file_reference
 
 from ..run.files import fresh_run_dir, run_name, say_fresh_run_dir
-from ..run.settings import ConfigError, RunSettings, read_yaml
+from ..run.settings import ConfigError, RunSettings, map_rollout_options, read_yaml
 
 
 def read_recipe(path: str | Path) -> RunSettings:
@@ -55,13 +55,8 @@ def read_recipe(path: str | Path) -> RunSettings:
 
     if isinstance(settings.rewards, list):
         settings.rewards = [beside_reference(r) for r in settings.rewards]
-    if isinstance(settings.tools, list):
-        settings.tools = [beside_reference(tool) for tool in settings.tools]
-    factory = settings.environment_factory
-    settings.environment_factory = ({key: beside_reference(each) for key, each in factory.items()} if isinstance(factory, dict)
-                                    else beside_reference(factory))
-    settings.rollout_func = beside_reference(settings.rollout_func)
-    return settings
+    rollouts = map_rollout_options(settings.rollout_references(), lambda reference, _: beside_reference(reference))
+    return dataclasses.replace(settings, **rollouts)
 
 
 def apply_settings(settings: RunSettings, changes: list[str]) -> RunSettings:

@@ -31,6 +31,7 @@ import os
 import re
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -214,6 +215,24 @@ class Heldout:
         if self.data is None:
             found.append("heldout: give path: <a .jsonl, .json or .csv file> or builtin: <name> for the held-out rows")
         return found
+
+
+def map_rollout_options(options: dict[str, Any], change: Callable[[Any, str], Any]) -> dict[str, Any]:
+    """``options`` (tools, environment_factory, rollout_func: absent or None where not set) with ``change(item, where)``
+    applied to each function or reference they hold: each tool, each environment of a dict, the one environment, the
+    rollout function; ``where`` names it as a setting (``tools[0]``, ``environment_factory['numbers']``)."""
+    changed: dict[str, Any] = {}
+    for name in ROLLOUT_OPTIONS:
+        value = options.get(name)
+        if value is None:
+            changed[name] = None
+        elif name == "tools" and isinstance(value, list):
+            changed[name] = [change(tool, f"tools[{i}]") for i, tool in enumerate(value)]
+        elif isinstance(value, dict):
+            changed[name] = {key: change(each, f"{name}[{key!r}]") for key, each in value.items()}
+        else:
+            changed[name] = change(value, name)
+    return changed
 
 
 def refuse_lacking_options(given: dict[str, Any]) -> None:
@@ -402,20 +421,16 @@ class RunSettings:
                 unimported.append(str(error))
                 return None
 
-        given: dict[str, Any] = {}
-        if self.tools is not None:
-            given["tools"] = [imported(tool, f"tools[{i}]") for i, tool in enumerate(self.tools)]
-        factory = self.environment_factory
-        if isinstance(factory, dict):
-            given["environment_factory"] = {key: imported(each, f"environment_factory[{key!r}]") for key, each in factory.items()}
-        elif factory is not None:
-            given["environment_factory"] = imported(factory, "environment_factory")
-        if self.rollout_func is not None:
-            given["rollout_func"] = imported(self.rollout_func, "rollout_func")
+        imports = map_rollout_options(self.rollout_references(), imported)
+        given = {name: value for name, value in imports.items() if value is not None}
         if unimported:
             raise ConfigError("\n".join(unimported))
         refuse_lacking_options(given)
         return given
+
+    def rollout_references(self) -> dict[str, Any]:
+        """The run's tools, environment_factory and rollout_func as given: references or the things themselves."""
+        return {name: getattr(self, name) for name in ROLLOUT_OPTIONS}
 
     def validate(self, where: str = "the run", *, model_loaded: bool = False, resume: bool = False) -> RunSettings:
         """Raise :class:`ConfigError` listing every problem (:meth:`problems`), one per line; else return self."""

@@ -59,7 +59,7 @@ from ..run.porting import changes_table, option_sources, port_overrides, preset_
 from ..run.presets import preset_name
 from ..run.record import RunRecord, function_reference, reward_reference, rows_fingerprint
 from ..run.resume import finished_at, resume_checkpoint
-from ..run.settings import REWARD_TIMEOUT, ConfigError, Heldout, RunSettings, resolve_options
+from ..run.settings import REWARD_TIMEOUT, ConfigError, Heldout, RunSettings, map_rollout_options, resolve_options
 from ..run.stopping import InterruptStops, StopSwitch
 from .rollouts import reward_arguments, rollout_options
 from .trl_compat import (
@@ -499,13 +499,7 @@ def _record(model, settings: RunSettings, funcs, rollouts: dict[str, Any], confi
     overrides = dict(settings.overrides)
     if overrides.get("vllm_sampling_params") is not None:  # a SamplingParams object: recorded by what it holds
         overrides["vllm_sampling_params"] = sampling_values(overrides["vllm_sampling_params"])
-    factory = rollouts.get("environment_factory")
-    references = {
-        "tools": [function_reference(tool) for tool in rollouts["tools"]] if "tools" in rollouts else None,
-        "environment_factory": ({key: function_reference(each) for key, each in factory.items()} if isinstance(factory, dict)
-                                else function_reference(factory) if factory is not None else None),
-        "rollout_func": function_reference(rollouts["rollout_func"]) if "rollout_func" in rollouts else None,
-    }
+    references = map_rollout_options(rollouts, lambda thing, _: function_reference(thing))
     recorded = dataclasses.replace(settings, rewards=[reward_reference(f) for f in funcs], output_dir=None, dataset=None,
                                    load=loaded.settings if loaded else settings.load, overrides=overrides, **references)
     chosen: dict[str, Any] = {"preset": preset_name(settings.preset)}
