@@ -23,8 +23,8 @@ from grpo_lite.launch.kit import write_launch_kit
 from grpo_lite.launch.recipe import apply_settings, read_recipe, run_recipe
 from grpo_lite.machine import stack
 from grpo_lite.monitor.figure import ChartData, dashboard_figure
-from grpo_lite.monitor.samples import episode_metrics, read_samples
-from grpo_lite.monitor.views import frame_html
+from grpo_lite.monitor.samples import episode_metrics, read_samples, rollout_episode
+from grpo_lite.monitor.views import episode_lines, frame_html
 from grpo_lite.run.record import read_run
 from grpo_lite.run.settings import ConfigError
 from grpo_lite.training.rollouts import rollout_options
@@ -263,23 +263,95 @@ def test_each_row_plays_the_environment_its_column_names(tool_caller, tmp_path):
     assert read_run(tmp_path).settings.environment_factory == {"numbers": "games:NumberGuess", "letters": "games:LetterGuess"}
 
 
+def guesses_reward(completions, guesses, **kwargs):
+    """The guesses play_number_guess's game took: a key of the rollout function's own output."""
+    return [float(n) for n in guesses]
+
+
+def _assert_played_turn_by_turn(episodes) -> None:
+    """Some rollout called guess and the game's answer, as the template showed it, is an environment turn after it;
+    each ended where its turns say."""
+    played = [row for row in episodes if len(row["episode"]) > 1]
+    assert played, [row["episode"] for row in episodes]
+    for row in played:
+        turns = row["episode"]
+        assert [turn["turn"] for turn in turns][:3] == ["model", "environment", "model"]
+        assert bool(turns[0]["calls"]) != ("<tool_call>" in turns[0]["text"])  # a call TRL reads, or the text of one it cannot
+        assert "<tool_response>" in turns[1]["text"] and "<|im_start|>" not in turns[1]["text"]
+        assert row["ended"] == ("turn limit" if turns[-1]["turn"] == "environment" or turns[-1]["calls"] else "done")
+    assert any(turns[0]["calls"] == [{"tool": "guess", "arguments": {"number": 5}}] and "correct" in turns[1]["text"]
+               for turns in (row["episode"] for row in played))
+    assert all(len(row["episode"]) == 1 and not row["episode"][0]["calls"] for row in episodes if row not in played)
+
+
 @pytest.mark.slow
 @newer_only("rollout_func")
-def test_a_rollout_function_plays_the_game_itself_and_its_extra_keys_reach_the_rewards(tool_caller, tmp_path):
+def test_a_rollout_function_plays_the_game_itself_turn_by_turn_and_its_extra_keys_reach_the_rewards(tool_caller, tmp_path):
     seen = []
 
-    def guesses_reward(completions, guesses, **kwargs):
+    def guesses_seen(completions, guesses, **kwargs):
         seen.append(list(guesses))
-        return [float(n) for n in guesses]
+        return guesses_reward(completions, guesses)
 
     model, tokenizer = load_model(str(tool_caller), lora_rank=8)
-    train(model, tokenizer, game_rows(), [guesses_reward], output_dir=tmp_path, rollout_func=play_number_guess, **STEPS)
+    train(model, tokenizer, game_rows(), [guesses_seen], output_dir=tmp_path, rollout_func=play_number_guess, **STEPS)
     samples = _episodes(tmp_path)
     assert len(seen) == 2 and any(n > 0 for batch in seen for n in batch)
-    # TRL decodes a rollout function's completion as one reply: its episode is one model turn, the tool's result inside
-    assert all(len(row["episode"]) == 1 and row["ended"] == "done" for row in samples)
-    assert any("<tool_response>\ncorrect\n</tool_response>" in row["episode"][0]["text"] for row in samples)
-    assert [row["rewards"]["guesses_reward"] for row in samples] == [float(n) for batch in seen for n in batch]
+    assert [row["rewards"]["guesses_seen"] for row in samples] == [float(n) for batch in seen for n in batch]
+    # TRL logs the completion as one reply; samples.jsonl splits it where env_mask changes
+    _assert_played_turn_by_turn(samples)
+    assert all("<tool_response>" in row["completion"] for row in samples if len(row["episode"]) > 1)
+    records = read_metrics(tmp_path)  # the episodes' curves, as a run with tools gets them
+    for record in records:
+        assert record | episode_metrics([row for row in samples if row["step"] == record["step"]]) == record
+    without_episodes = ChartData([{key: value for key, value in record.items() if not key.startswith("episodes/")}
+                                  for record in records])
+    assert len(dashboard_figure(ChartData(records)).axes) == len(dashboard_figure(without_episodes).axes) + 3
+    page = frame_html(show_run(tmp_path, view="log").frame())
+    assert re.search(r'grpo-lite-call"[^>]*>guess\(number=\d\)</div><div class="grpo-lite-turn grpo-lite-environment"[^>]*>'
+                     r'[^<]*&lt;tool_response&gt;', page)
+    assert read_run(tmp_path).settings.rollout_func == "games:play_number_guess"
+
+
+@pytest.mark.slow
+@newer_only("rollout_func")
+def test_preview_plays_a_rollout_functions_episodes_and_the_lab_scores_its_keys(tool_caller):
+    model, tokenizer = load_model(str(tool_caller), lora_rank=8)
+    report = preview(model, tokenizer, game_rows(2), [guesses_reward], rollout_func=play_number_guess, **PREVIEWED)
+    assert report.groups == [[0, 1], [2, 3]] and len(report.episodes) == 4
+    _assert_played_turn_by_turn(report.episodes)
+    # the lab's rows hold each episode's own guesses, as TRL gave them to the rewards
+    assert report.lab.scores("guesses_reward") == [episode["rewards"]["guesses_reward"] for episode in report.episodes]
+    assert report.rescore().lab.scores("guesses_reward") == report.lab.scores("guesses_reward")
+    assert "no_tool_calls" not in _kinds(report)  # a rollout function's episodes are not told of tools
+    # the length findings read what the model wrote: the game's answer, which the loss leaves out, is not counted
+    played = [i for i, episode in enumerate(report.episodes) if len(episode["episode"]) > 1]
+    assert all("tool_response" not in tokenizer.decode(report.completions[i].token_ids) for i in played)
+
+
+def test_a_rollout_functions_completion_is_split_into_turns_where_its_env_mask_changes(tiny_model):
+    _, tokenizer = tiny_model
+    tokenizer.chat_template = TOOL_CALLING.chat_template()
+
+    def ids(text):
+        return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    call = ids('<tool_call>\n{"name": "guess", "arguments": {"number": 5}}\n</tool_call><|im_end|>')
+    answer = ids("\n<|im_start|>user\n<tool_response>\ncorrect\n</tool_response><|im_end|>\n<|im_start|>assistant\n")
+    reply = ids("It is 5.<|im_end|>")
+    opening = ids(tokenizer.apply_chat_template([{"role": "user", "content": "Find my number."}], tools=[guess],
+                                                add_generation_prompt=True, tokenize=False))
+    turns, ended = rollout_episode(tokenizer, opening, call + answer + reply,
+                                   [1] * len(call) + [0] * len(answer) + [1] * len(reply))
+    assert turns == [{"turn": "model", "text": "", "calls": [{"tool": "guess", "arguments": {"number": 5}}]},
+                     {"turn": "environment", "text": "user\n<tool_response>\ncorrect\n</tool_response>\nassistant"},
+                     {"turn": "model", "text": "It is 5.", "calls": []}]
+    assert ended == "done"
+    assert rollout_episode(tokenizer, opening, call + answer, [1] * len(call) + [0] * len(answer))[1] == "turn limit"
+    assert rollout_episode(tokenizer, opening, call, [1] * len(call)) == (turns[:1], "turn limit")
+    assert rollout_episode(tokenizer, opening, reply, [1] * len(reply)) == (turns[2:], "done")
+    lines = episode_lines({"episode": turns, "completion": ""})
+    assert [kind for kind, _ in lines] == ["call", "environment", "model"]
 
 
 def _kinds(report) -> list[str]:

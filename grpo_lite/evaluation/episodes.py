@@ -29,7 +29,7 @@ def episode_findings(rows: list[dict[str, Any]], *, has_tools: bool) -> list[Fin
     the rollouts had tools (``has_tools``), no episode that called one."""
     found = []
     if rows and all(row["ended"] == "turn limit" for row in rows):
-        found.append(finding("turn_limit", f"all {len(rows)} episodes ended at the turn limit, their last call unanswered"))
+        found.append(finding("turn_limit", f"all {len(rows)} episodes ended at the turn limit, their last call or environment turn unanswered"))
     for tool, results in tool_results(rows).items():
         if all(is_tool_error(result) for result in results):
             found.append(finding("tool_always_fails", f"{tool}: all {len(results)} of its calls failed, e.g. {results[0][:80]}"))

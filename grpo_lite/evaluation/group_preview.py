@@ -101,8 +101,8 @@ class PreviewReport(RichReport):
 
     ``lab`` is the reward lab's :class:`~rewards.check.RewardReport` (every row: scores, total, advantage);
     ``groups[i]`` lists the lab rows of prompt ``i``; ``findings`` say what to change. A preview with tools or an
-    environment (grpo_lite.training.episode_preview) keeps each completion's episode in ``episodes`` (samples.jsonl's
-    rows); a preview of replies has none.
+    environment, or a rollout function (grpo_lite.training.episode_preview) keeps each completion's episode in
+    ``episodes`` (samples.jsonl's rows), ``with_tools`` where the episodes had tools to call; a preview of replies has none.
     """
 
     text_width = 140
@@ -118,6 +118,7 @@ class PreviewReport(RichReport):
     greedy_scores: dict[str, list[float | None]] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
     episodes: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    with_tools: bool = False
 
     # Summaries ------------------------------------------------------------------------------------
 
@@ -191,7 +192,8 @@ class PreviewReport(RichReport):
         """The same completions scored again, with ``rewards`` or, by default, the rewards as they are defined
         now: edit a reward function in its cell, run the cell, then rescore."""
         spec = current_rewards(self.rewards if rewards is None else rewards)
-        return report_on(self.rows, self.groups, self.completions, spec, self.settings, self.greedy_rows, episodes=self.episodes)
+        return report_on(self.rows, self.groups, self.completions, spec, self.settings, self.greedy_rows, episodes=self.episodes,
+                         with_tools=self.with_tools)
 
     def browse(self):
         """An interactive view in a notebook: groups one by one, filters, a re-score button."""
@@ -274,12 +276,13 @@ def _findings(report: PreviewReport) -> list[Finding]:
                                  "(max_length_penalty, soft_overlong_punishment) or score content only"))
     if is_truncated(report.truncated_share):
         found.append(finding("truncated", f"{report.truncated_share:.0%} of completions hit max_completion_length"))
-    return found + episode_findings(report.episodes, has_tools=True)
+    return found + episode_findings(report.episodes, has_tools=report.with_tools)
 
 
-def report_on(rows, groups, completions, rewards, settings, greedy_rows, *, episodes=()) -> PreviewReport:
+def report_on(rows, groups, completions, rewards, settings, greedy_rows, *, episodes=(), with_tools: bool = False) -> PreviewReport:
     """The report on sampled groups: ``rows`` scored in the lab with ``rewards`` and ``settings``' advantage formula,
-    ``completions`` as sampled, ``greedy_rows`` for the greedy accuracy, ``episodes`` where the rollouts had tools."""
+    ``completions`` as sampled, ``greedy_rows`` for the greedy accuracy, ``episodes`` where the rollouts were played as
+    episodes, ``with_tools`` where they had tools to call."""
     funcs, weights = resolve_rewards(rewards)
     lab = check_rewards(rewards, rows, reward_weights=settings.get("reward_weights") or weights,
                         scale_rewards=settings["scale_rewards"],
@@ -291,7 +294,8 @@ def report_on(rows, groups, completions, rewards, settings, greedy_rows, *, epis
         greedy_lab = check_rewards(correctness, greedy_rows)
         greedy_scores = {name: greedy_lab.scores(name) for name in greedy_lab.functions}
     report = PreviewReport(lab=lab, rows=rows, groups=groups, completions=completions, rewards=rewards,
-                           settings=settings, greedy_rows=greedy_rows, greedy_scores=greedy_scores, episodes=list(episodes))
+                           settings=settings, greedy_rows=greedy_rows, greedy_scores=greedy_scores, episodes=list(episodes),
+                           with_tools=with_tools)
     report.findings = _findings(report)
     return report
 

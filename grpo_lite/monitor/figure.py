@@ -157,14 +157,14 @@ def smoothed(values: Sequence[float], weight: float = SMOOTHING) -> list[float]:
 def dashboard_figure(data: ChartData | Sequence[dict[str, Any]]):
     """A 2x3 figure of a run's series (a :class:`ChartData`, or the step records, read into one): reward, reward
     spread, KL, per-reward means (an environment's reward among them), completion length with the clipped ratio, loss
-    and grad norm; a run with tools gets a third row: tool calls and failures, the model's turns per episode, and the
+    and grad norm; a run with tools or a rollout function gets a third row: tool calls and failures, the model's turns per episode, and the
     share of episodes that ended at the turn limit or in a tool error."""
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
 
     data = data if isinstance(data, ChartData) else ChartData(data)
     _series = data.points
-    episodes = "tools/call_frequency" in data.series
+    episodes = "tools/call_frequency" in data.series or "episodes/model_turns" in data.series
 
     figure = Figure(figsize=(12, 9 if episodes else 6), dpi=80)
     figure.subplots_adjust(left=0.05, right=0.95, top=0.94, bottom=0.08, wspace=0.3, hspace=0.4)

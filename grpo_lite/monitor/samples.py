@@ -1,17 +1,18 @@
 """samples.jsonl: what the model wrote, with each reward's score and the advantage it got.
 
-One line per completion of each logged step, from GRPOTrainer's own record of the batch: ``step``,
-``prompt`` (as the trainer got it: chat messages or a string), ``completion`` (its text), ``episode`` and ``ended``
-(:func:`episode`: the rollout turn by turn, one model turn for a plain reply), ``rewards`` (name -> score, null where a
-reward did not apply), ``total`` and ``advantage``; in a run whose dataset has columns the chat template reads (gpt-oss's ``reasoning_effort``),
-``template_columns``: the row's values the prompt was rendered with; in a run with images, ``images``: the prompt's
-images as thumbnails in the run folder (``sample_images/<hash>.png``, one file per distinct image), referred to, not
-embedded. The file is bounded: past ``max_rows`` it keeps the newest half.
+One line per completion of each logged step, from GRPOTrainer's own record of the batch: ``step``, ``prompt`` (as the
+trainer got it: chat messages or a string), ``completion`` (its text), ``episode`` and ``ended`` (:func:`episode`: the
+rollout turn by turn, one model turn for a plain reply; a rollout function's by :func:`rollout_episode`), ``rewards``
+(name -> score, null where a reward did not apply), ``total`` and ``advantage``; in a run whose dataset has columns the
+chat template reads (gpt-oss's ``reasoning_effort``), ``template_columns``: the row's values the prompt was rendered
+with; in a run with images, ``images``: the prompt's images as thumbnails in the run folder
+(``sample_images/<hash>.png``, one file per distinct image), referred to, not embedded. The file is bounded: past
+``max_rows`` it keeps the newest half.
 
-In a run with tools (TRL logs ``tools/call_frequency`` then), each logged step's record also gets what its batch's
-episodes did (:func:`episode_metrics`): ``episodes/model_turns`` (the model's turns per episode), ``episodes/turn_limit``
-and ``episodes/tool_error`` (the share that ended so); :class:`SampleLog` adds them to the step's logs, so it comes
-before MetricsLog.
+In a run with tools (TRL logs ``tools/call_frequency`` then) or a rollout function, each logged step's record also gets
+what its batch's episodes did (:func:`episode_metrics`): ``episodes/model_turns`` (the model's turns per episode),
+``episodes/turn_limit`` and ``episodes/tool_error`` (the share that ended so); :class:`SampleLog` adds them to the
+step's logs, so it comes before MetricsLog.
 
 A row is a copy of the batch as scored, taken when the step is logged: the rewards scored copies of their own
 (grpo_lite.guards.reward_calls), and nothing that reads or edits a row afterwards (a callback, the dashboard) reaches the
@@ -21,11 +22,14 @@ trainer's record or another row.
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import io
+import itertools
 import math
 import weakref
 from collections import deque
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -78,13 +82,51 @@ def episode(completion: Any) -> tuple[list[dict[str, Any]], str]:
         if message.get("role") == "tool":
             turns.append({"turn": "tool", "tool": str(message.get("name", "")), "result": _content_text(message.get("content"))})
         else:
-            calls = [call.get("function", call) for call in message.get("tool_calls") or () if isinstance(call, dict)]
-            turns.append({"turn": "model", "text": _content_text(message.get("content")),
-                          "calls": [{"tool": str(call.get("name", "")), "arguments": call.get("arguments")} for call in calls]})
+            turns.append(_model_turn(message))
     results = [turn for turn in turns if turn["turn"] == "tool"]
     if results and is_tool_error(results[-1]["result"]):
         return turns, "tool error"
-    return turns, "turn limit" if turns and turns[-1]["turn"] == "model" and turns[-1]["calls"] else "done"
+    return turns, _ended(turns)
+
+
+def rollout_episode(tokenizer, prompt_ids: Sequence[int], completion_ids: Sequence[int],
+                    env_mask: Sequence[int]) -> tuple[list[dict[str, Any]], str]:
+    """A rollout function's completion as turns: each run of tokens the model wrote (``env_mask`` 1) a model turn, read
+    as TRL reads a reply, after all that came before it (its tool calls too, trl/chat_template_utils.py
+    ``parse_response``, where TRL knows the chat template), and each run its environment added (0) an
+    ``{"turn": "environment", "text"}`` turn; it ended ``"turn limit"`` where the model had not answered the
+    environment's last turn or its last call, else ``"done"``."""
+    from trl.chat_template_utils import parse_response
+
+    from ..model.inference import tool_call_parser
+
+    try:
+        parser = tool_call_parser(tokenizer)
+    except ValueError:  # a chat template TRL cannot read tool calls out of: the model's turns as text
+        parser = None
+    turns, before = [], list(prompt_ids)
+    for wrote, run in itertools.groupby(zip(completion_ids, env_mask), key=lambda token: bool(token[1])):
+        ids = [token for token, _ in run]
+        if not wrote:
+            turns.append({"turn": "environment", "text": tokenizer.decode(ids, skip_special_tokens=True).strip()})
+        elif parser is not None:
+            turns.append(_model_turn(parse_response(parser, ids, prefix=before)))
+        else:
+            turns.append(_model_turn({"content": tokenizer.decode(ids, skip_special_tokens=True)}))
+        before += ids
+    return turns, _ended(turns)
+
+
+def _model_turn(message: dict[str, Any]) -> dict[str, Any]:
+    calls = [call.get("function", call) for call in message.get("tool_calls") or () if isinstance(call, dict)]
+    return {"turn": "model", "text": _content_text(message.get("content")),
+            "calls": [{"tool": str(call.get("name", "")), "arguments": call.get("arguments")} for call in calls]}
+
+
+def _ended(turns: list[dict[str, Any]]) -> str:
+    if turns and (turns[-1]["turn"] == "environment" or turns[-1]["turn"] == "model" and turns[-1]["calls"]):
+        return "turn limit"
+    return "done"
 
 
 EPISODE_METRICS = ("episodes/model_turns", "episodes/turn_limit", "episodes/tool_error")
@@ -201,6 +243,36 @@ def keep_prompts_as_given(trainer) -> None:
     trainer._generate_and_score_completions = generate_and_score_keeping_prompts
     _GIVEN_PROMPTS[trainer] = given
 
+_ROLLOUT_EPISODES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # trainer -> its rollout function's episodes
+
+
+def keep_rollout_episodes(trainer) -> None:
+    """TRL logs a rollout function's completion decoded as one reply, its environment's tokens inside: it reads
+    ``env_mask`` for the loss alone (trl/trainer/grpo_trainer.py, ``_generate``). Where the trainer has a rollout
+    function, keep each completion beside that log as its turns (:func:`rollout_episode`), gathered from every process
+    in the order TRL gathers its log, kept as many as it keeps."""
+    rollout_func = getattr(trainer, "rollout_func", None)
+    logged = getattr(trainer, "_logs", {}).get("completion")
+    if rollout_func is None or trainer in _ROLLOUT_EPISODES or not isinstance(logged, deque):
+        return
+    from accelerate.utils import gather_object
+
+    kept: deque = deque(maxlen=logged.maxlen)
+    tokenizer = getattr(trainer.processing_class, "tokenizer", trainer.processing_class)
+
+    @functools.wraps(rollout_func)
+    def rollout_keeping_episodes(prompts, trainer):
+        output = rollout_func(prompts, trainer)
+        ids = [list(each) for each in output.get("completion_ids", ())]
+        masks = [list(mask) for mask in output.get("env_mask") or [[1] * len(each) for each in ids]]
+        kept.extend(gather_object([rollout_episode(tokenizer, prompt, each, mask)
+                                   for prompt, each, mask in zip(output.get("prompt_ids", ()), ids, masks)]))
+        return output
+
+    trainer.rollout_func = rollout_keeping_episodes
+    _ROLLOUT_EPISODES[trainer] = kept
+
+
 _ROW_SETTINGS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # trainer -> the settings of its logged prompts
 
 
@@ -242,10 +314,11 @@ def batch_samples(trainer, step: int) -> list[dict[str, Any]]:
     weights = [float(w) for w in weights] if weights is not None else [1.0] * len(scores)
     settings = list(_kept(_ROW_SETTINGS, trainer))[-n:]
     images = _images(logs, n)
+    played = list(_kept(_ROLLOUT_EPISODES, trainer))[-n:]
     rows = []
     for i in range(n):
         rewards = {name: _score(values[i]) for name, values in scores.items()}
-        turns, ended = episode(private_copy(completions[i]))
+        turns, ended = private_copy(played[i]) if len(played) == n else episode(private_copy(completions[i]))
         rows.append({
             "step": step,
             "prompt": private_copy(_placeholders_only(prompts[i])),  # shared with TRL's record and, before TRL 1.15, other rows
@@ -278,6 +351,7 @@ class SampleLog(RunCallback):
     def attach(self, trainer) -> SampleLog:
         self.trainer = trainer
         keep_prompts_as_given(trainer)
+        keep_rollout_episodes(trainer)
         return self
 
     def on_train_begin(self, args, state, control, **kwargs):
@@ -288,8 +362,8 @@ class SampleLog(RunCallback):
         if not state.is_world_process_zero or not logs or "reward" not in logs:
             return
         rows = batch_samples(self.trainer, state.global_step)
-        if "tools/call_frequency" in logs:  # a run with tools: its episodes' metrics, recorded by MetricsLog after this
-            logs.update(episode_metrics(rows))
+        if "tools/call_frequency" in logs or getattr(self.trainer, "rollout_func", None):  # a run of episodes: their metrics,
+            logs.update(episode_metrics(rows))  # recorded by MetricsLog after this
         batch = [(row["completion"], row["advantage"]) for row in rows]
         if batch != self._last_batch:  # one generation can feed several steps (steps_per_generation > 1)
             self._last_batch = batch

@@ -84,13 +84,16 @@ def _thumbnails_html(sample: dict[str, Any]) -> str:
 
 def episode_lines(sample: dict[str, Any]) -> list[tuple[str, str]]:
     """A sample's episode as the views draw it, line by line: ``("model", text)``, ``("call", "tool(arguments)")``,
-    ``("tool", "tool -> result")``; a plain reply is one model line. Rows written before episodes were logged are read
-    as their completion's episode."""
+    ``("tool", "tool -> result")``, ``("environment", text)`` (a rollout function's environment); a plain reply is one
+    model line. Rows written before episodes were logged are read as their completion's episode."""
     turns = sample.get("episode") or episode(sample["completion"])[0]
     lines = []
     for turn in turns:
         if turn["turn"] == "tool":
             lines.append(("tool", f"{turn['tool']} -> {turn['result'][:COMPLETION_CHARS]}"))
+            continue
+        if turn["turn"] == "environment":
+            lines.append(("environment", turn["text"][:COMPLETION_CHARS]))
             continue
         if turn["text"] or not turn["calls"]:  # an empty reply is still the model's turn; a bare call is its calls
             lines.append(("model", turn["text"][:COMPLETION_CHARS]))
@@ -109,7 +112,7 @@ def ended(sample: dict[str, Any]) -> str:
     return sample.get("ended") or "done"
 
 
-TURN_STYLE = {"model": "", "call": "color:#1a5fb4", "tool": "color:#26734d"}
+TURN_STYLE = {"model": "", "call": "color:#1a5fb4", "tool": "color:#26734d", "environment": "color:#26734d"}
 
 
 def _episode_html(sample: dict[str, Any]) -> str:

@@ -1,8 +1,9 @@
-"""preview() with tools or an environment: groups of episodes played through TRL's own tool loop before training.
+"""preview() with tools, an environment or a rollout function: groups of episodes played as training plays them.
 
 A GRPOTrainer is built for the chosen rows as ``train`` builds one (``beta=0``: no reference model) and its generation
 step runs once (``_generate_and_score_completions``: each environment reset with its row, the tool loop up to
-``max_tool_calling_iterations``, every reward scored, an environment's ``get_reward`` among them); nothing is trained.
+``max_tool_calling_iterations`` or the rollout function, every reward scored, an environment's ``get_reward`` among
+them); nothing is trained.
 The episodes come back as samples.jsonl rows (:func:`grpo_lite.monitor.samples.batch_samples`) and go to the same
 report as replies do (:func:`grpo_lite.evaluation.group_preview.report_on`): the lab scores the rewards on the
 completions as TRL gave them, an environment's reward as TRL scored it (:func:`recorded_reward`), and the report adds
@@ -23,7 +24,7 @@ from ..data.prompts import template_kwargs
 from ..evaluation import group_preview
 from ..evaluation.group_preview import PreviewReport, checked_input, report_on, sampling_settings
 from ..model.inference import Completion
-from ..monitor.samples import batch_samples
+from ..monitor.samples import batch_samples, keep_rollout_episodes
 from ..run.config import make_config
 from .rollouts import rollout_options
 from .trainer import grpo_trainer
@@ -43,18 +44,18 @@ def recorded_reward(name: str):
     return recorded
 
 
-def preview(model, tokenizer, dataset, rewards: Any, *, tools=None, environment_factory=None, n_prompts: int = 8,
+def preview(model, tokenizer, dataset, rewards: Any, *, tools=None, environment_factory=None, rollout_func=None, n_prompts: int = 8,
             num_generations: int = 8, max_completion_length: int | None = None, preset: str = "auto", greedy: bool = True,
             batch_size: int = 16, seed: int = 0, chat_template_kwargs: dict[str, Any] | None = None,
             **overrides: Any) -> PreviewReport:
-    """:func:`grpo_lite.evaluation.group_preview.preview`, and with ``tools`` or ``environment_factory`` (as ``train``
-    takes them) ``num_generations`` episodes of each of the first ``n_prompts`` rows, played by TRL's tool loop with the
-    run's settings (``preset`` and ``overrides``, ``max_tool_calling_iterations`` among them). The report's ``episodes``
+    """:func:`grpo_lite.evaluation.group_preview.preview`, and with ``tools``, ``environment_factory`` or ``rollout_func``
+    (as ``train`` takes them) ``num_generations`` episodes of each of the first ``n_prompts`` rows, played by TRL's tool
+    loop or the rollout function with the run's settings (``preset`` and ``overrides``, ``max_tool_calling_iterations`` among them). The report's ``episodes``
     are the episodes as samples.jsonl keeps them; its findings add every episode ending at the turn limit, a tool whose
     every call failed, and no episode calling a tool. ``chat_template_kwargs`` as for replies (``None``: those the last
     ``train()`` with this tokenizer used). Episodes are sampled in one batch and have no greedy accuracy
     (``greedy`` and ``batch_size`` are for replies): pass@k stands alone."""
-    if tools is None and environment_factory is None:
+    if tools is None and environment_factory is None and rollout_func is None:
         return group_preview.preview(model, tokenizer, dataset, rewards, n_prompts=n_prompts, num_generations=num_generations,
                                      max_completion_length=max_completion_length, preset=preset, greedy=greedy,
                                      batch_size=batch_size, seed=seed, chat_template_kwargs=chat_template_kwargs, **overrides)
@@ -64,19 +65,21 @@ def preview(model, tokenizer, dataset, rewards: Any, *, tools=None, environment_
     dataset = checked_input(dataset, None if scored_by_environments else rewards, num_generations)
     chosen = dataset.select(range(min(n_prompts, len(dataset))))
     rollouts = rollout_options(tokenizer, chosen, tools=tools, environment_factory=environment_factory,
-                               scored_by_environments=scored_by_environments)
+                               rollout_func=rollout_func, scored_by_environments=scored_by_environments)
     funcs, weights = ([], None) if scored_by_environments else resolve_rewards(rewards)
     if max_completion_length is not None:
         overrides["max_completion_length"] = max_completion_length
     settings = sampling_settings(preset, num_generations=num_generations, **overrides)
     rows = [dict(row) for row in chosen]
-    inputs = [row for row in rows for _ in range(num_generations)]
+    # a dict per sample, as TRL's sampler gives them: TRL writes a rollout function's own keys into each
+    inputs = [dict(row) for row in rows for _ in range(num_generations)]
     with tempfile.TemporaryDirectory() as output_dir, torch.random.fork_rng():
         torch.manual_seed(seed)
         config = make_config(preset, output_dir=output_dir, **{**overrides, "beta": 0.0, "report_to": "none",  # no reference model
                              "num_generations": num_generations, "per_device_train_batch_size": len(inputs)},
                              **template_kwargs_field(template_kwargs(tokenizer, chat_template_kwargs)))
         trainer = grpo_trainer(model, tokenizer, chosen, list(funcs), config, [], **rollouts)  # a copy: TRL appends get_reward
+        keep_rollout_episodes(trainer)
         batch = trainer._generate_and_score_completions(inputs)
         episodes = batch_samples(trainer, step=0)
         given = list(trainer._logs["completion"])[-len(inputs):]  # as TRL gave them to the rewards: the episode's messages
@@ -90,7 +93,8 @@ def preview(model, tokenizer, dataset, rewards: Any, *, tools=None, environment_
     spec = [*funcs, *map(recorded_reward, environment_rewards)]
     if weights is not None or settings.get("reward_weights"):
         settings["reward_weights"] = [*(settings.get("reward_weights") or weights), *[1.0] * len(environment_rewards)]
-    return report_on(lab_rows, groups, completions, spec, settings, [], episodes=episodes)
+    return report_on(lab_rows, groups, completions, spec, settings, [], episodes=episodes,
+                     with_tools=tools is not None or environment_factory is not None)
 
 
 def _completions(batch: dict[str, Any], eos_token_ids, episodes: list[dict[str, Any]]) -> list[Completion]:
