@@ -1,10 +1,14 @@
-"""A game served over OpenEnv's HTTP protocol as a TRL environment: played directly against servers started here, kept
-apart between rollouts running at once, refused when no healthy server answers, and played by a tiny model through
-train(environment_factory=...)."""
+"""A game served the OpenEnv way as a TRL environment: played directly against servers started here, over HTTP and in
+WebSocket sessions, kept apart between rollouts running at once, refused when no healthy server answers, and played by
+a tiny model through train(environment_factory=...)."""
 
+import asyncio
+import gc
 import json
 import re
 import threading
+import time
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -171,6 +175,129 @@ def test_an_unhealthy_or_repeated_server_is_refused_by_its_url(servers):
         http_environment([servers[0].url, servers[0].url + "/"])
     with pytest.raises(ConfigError, match="the model's action is one of int, float, str, bool"):
         http_environment(servers[0].url, action_type=list)
+
+
+class SessionServer:
+    """The same game as newer OpenEnv servers serve theirs (openenv-core 0.3.0, openenv/core/env_server/http_server.py,
+    ``websocket_endpoint``): a game of its own per connection to ``/ws``, up to ``max_sessions`` at once (one more is
+    answered CAPACITY_REACHED and closed, as there), and ``GET /health`` over HTTP on the same port."""
+
+    def __init__(self, max_sessions: int = 2):
+        self.max_sessions, self.active, self.sessions, self.steps = max_sessions, 0, 0, 0
+        ready = threading.Event()
+        self.thread = threading.Thread(target=asyncio.run, args=(self._serve(ready),), daemon=True)
+        self.thread.start()
+        ready.wait(10)
+        self.url = f"ws://127.0.0.1:{self.port}"
+
+    async def _serve(self, ready):
+        from websockets.asyncio.server import serve
+
+        self.loop, self.stopped = asyncio.get_running_loop(), asyncio.Event()
+        async with serve(self._play, "127.0.0.1", 0, process_request=self._health) as server:
+            self.port = server.sockets[0].getsockname()[1]
+            ready.set()
+            await self.stopped.wait()
+
+    def stop(self):
+        self.loop.call_soon_threadsafe(self.stopped.set)
+        self.thread.join(10)
+
+    @staticmethod
+    def _health(connection, request):
+        if request.path == "/health":
+            return connection.respond(HTTPStatus.OK, json.dumps({"status": "healthy"}))
+        if request.path != "/ws":
+            return connection.respond(HTTPStatus.NOT_FOUND, "Not Found")
+        return None
+
+    async def _play(self, connection):
+        if self.active >= self.max_sessions:
+            await connection.send(json.dumps({"type": "error", "data": {
+                "message": f"Server at capacity: {self.active}/{self.max_sessions} sessions active.", "code": "CAPACITY_REACHED"}}))
+            await connection.close()
+            return
+        self.active += 1
+        self.sessions += 1
+        secret, guesses = SECRET, 0
+        try:
+            async for raw in connection:
+                message = json.loads(raw)
+                data = message.get("data", {})
+                if message["type"] == "close":
+                    break
+                if message["type"] == "reset":
+                    secret, guesses = data.get("seed", SECRET), 0
+                    answer = {"observation": {"text": "Guess my number, from 1 to 9."}, "reward": None, "done": False}
+                elif not isinstance(data.get("number"), int):
+                    await connection.send(json.dumps({"type": "error", "data": {
+                        "message": "Invalid message", "code": "VALIDATION_ERROR"}}))
+                    continue
+                else:
+                    guesses += 1
+                    self.steps += 1
+                    told = "correct" if data["number"] == secret else "higher" if data["number"] < secret else "lower"
+                    answer = {"observation": {"text": told}, "reward": float(told == "correct"),
+                              "done": told == "correct" or guesses == GUESSES}
+                await connection.send(json.dumps({"type": "observation", "data": answer}))
+        finally:
+            self.active -= 1
+
+
+@pytest.fixture
+def session_servers():
+    """Two game servers on the loopback with room for two sessions each."""
+    running = [SessionServer(max_sessions=2) for _ in range(2)]
+    yield running
+    for server in running:
+        server.stop()
+
+
+def _until(condition, seconds: float = 10.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return condition()
+
+
+def test_websocket_sessions_each_play_a_game_of_their_own_and_end_with_their_instance(session_servers):
+    Game = number_game(session_servers)
+    first, second = Game(), Game()
+    assert first.reset(seed=3) == "\n\nGuess my number, from 1 to 9."
+    second.reset(seed=8)
+    assert {first.server, second.server} == {server.url for server in session_servers}  # spread over the servers
+    assert (first.act(4), second.act(4)) == ("lower\nReward: 0.", "higher\nReward: 0.")
+    assert (first.act(3), second.act(8)) == ("correct\nReward: 1. The episode is over.",) * 2
+    assert (first.get_reward(), first.turns, first.done) == (1.0, 2, True)
+    first.reset(seed=7)  # a new episode in the same session
+    assert (first.get_reward(), first.done, first.act(7)) == (0.0, False, "correct\nReward: 1. The episode is over.")
+    assert [server.sessions for server in session_servers] == [1, 1]
+    del first, second
+    gc.collect()
+    assert _until(lambda: all(server.active == 0 for server in session_servers))  # each session closed with its instance
+
+
+def test_a_full_server_passes_a_session_on_and_no_room_anywhere_is_refused(session_servers):
+    Game = number_game(session_servers)
+    playing = [Game() for _ in range(4)]
+    assert len({game.reset() for game in playing}) == 1
+    assert [server.active for server in session_servers] == [2, 2]
+    with pytest.raises(ConfigError, match="every one of its 2 servers has all its sessions in play: .*max_concurrent_envs"):
+        Game().reset()
+    playing.pop()
+    gc.collect()
+    assert _until(lambda: sum(server.active for server in session_servers) == 3)
+    Game().reset()  # the room a gone instance left
+
+
+def test_what_a_websocket_server_refuses_is_a_failed_tool_call_naming_it(session_servers):
+    game = http_environment(session_servers[0].url, action_field="guess", action_type=int)()  # the server reads "number"
+    game.reset()
+    with pytest.raises(ValueError, match=re.escape(f"{session_servers[0].url}/ws answered an error (VALIDATION_ERROR): "
+                                                   "Invalid message")):
+        game.act(5)
+    with pytest.raises(ConfigError, match="played one way, all over HTTP"):
+        http_environment([session_servers[0].url, "http://127.0.0.1:9"])
 
 
 GUESS_FIVE = '<tool_call>\n{"name": "act", "arguments": {"action": 5}}\n</tool_call><|im_end|>'
