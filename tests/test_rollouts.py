@@ -458,6 +458,13 @@ def test_a_run_yaml_names_tools_environments_and_a_rollout_function_by_file_each
     with pytest.raises(ConfigError, match=r"(?s)tools\[0\] .*environment_factory\['numbers'\] .*rollout_func "):
         run_recipe(wrong, output_dir=tmp_path / "run")
     assert not (tmp_path / "run").exists()
+    # held-out rows cannot be played by a rollout function, which plays only inside the trainer
+    evaluated = read_recipe(_game_recipe(tmp_path, rollout_func="games.py:play_number_guess",
+                                         heldout={"path": "rows.jsonl", "prepared": True}))
+    assert [p for p in evaluated.problems() if p.startswith("heldout")] == [
+        "heldout with rollout_func: held-out rows are played as replies or in TRL's tool loop, and a rollout function "
+        "plays its episodes only inside the trainer, sampling as it chooses; leave heldout out, and see its episodes "
+        "before training with preview(..., rollout_func=...)"]
 
 
 @pytest.mark.slow

@@ -374,6 +374,10 @@ class RunSettings:
                 self.rollouts()
             except UserError as error:  # references that do not import, an option this stack lacks
                 found += str(error).splitlines()
+        if self.rollout_func is not None and isinstance(self.heldout, Heldout) and self.heldout.data is not None:
+            found.append("heldout with rollout_func: held-out rows are played as replies or in TRL's tool loop, and a "
+                         "rollout function plays its episodes only inside the trainer, sampling as it chooses; leave "
+                         "heldout out, and see its episodes before training with preview(..., rollout_func=...)")
         if {"rewards", "overrides"} & wrong:
             return found
         try:
