@@ -4,7 +4,8 @@ Unsloth generates ``UnslothGRPOTrainer`` / ``UnslothGRPOConfig`` from TRL's sour
 machine (unsloth/models/rl.py, ``PatchFastRL``). On a CPU machine it picks its CPU backend and leaves TRL alone;
 with ``UNSLOTH_ALLOW_CPU=1`` it imports its GPU code paths, and ``PatchFastRL`` returns early on CPU, so
 :data:`PATCH` calls the patching it would have run. The patching is process-wide and writes
-``unsloth_compiled_cache/`` into the working directory: hence a subprocess with its own working directory.
+``unsloth_compiled_cache/`` into the working directory: hence a process of its own with its own working directory,
+forked from one that ran the patching once (:data:`FORK_SERVER`).
 
 ``gpu=(major, minor, memory_gb)`` makes torch report such a card after Unsloth is imported, so configs with
 fp16/bf16 can be built. Only configs: nothing can run on a GPU that is not there (Unsloth's
@@ -13,11 +14,17 @@ fp16/bf16 can be built. Only configs: nothing can run on a GPU that is not there
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import queue
+import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
+import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -66,17 +73,15 @@ requires_unsloth = pytest.mark.skipif(
 
 def run_script(code: str, cwd: Path, *, unsloth: bool = True, gpu: tuple[int, int, float] | None = None,
                prelude: str | None = None, timeout: int = 600):
-    """Run ``code`` in a fresh interpreter in ``cwd``, under Unsloth's patching or (``unsloth=False``) with TRL's own classes.
+    """Run ``code`` in a fresh process in ``cwd``, under Unsloth's patching or (``unsloth=False``) with TRL's own classes.
 
     ``code`` calls ``result(value)`` to hand back JSON; returns that value. A failure raises with the output.
     ``prelude``, when given, runs first instead of those (on a real GPU, Unsloth patches TRL itself).
     """
-    if prelude is None:
-        prelude = (PATCH if unsloth else NO_UNSLOTH) + (FAKE_GPU.format(gpu=gpu) if gpu else "")
     helper = f"def result(value):\n    import json\n    print({RESULT_MARK!r} + json.dumps(value), flush=True)\n"
-    source = prelude + helper + textwrap.dedent(code)
+    source = (FAKE_GPU.format(gpu=gpu) if gpu else "") + helper + textwrap.dedent(code)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-c", source], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    done = _forks(prelude if prelude is not None else PATCH if unsloth else NO_UNSLOTH, env).run(source, cwd, env, timeout)
     lines = [line for line in done.stdout.splitlines() if line.startswith(RESULT_MARK)]
     if done.returncode or not lines:
         # the exception's own line first: a long traceback's tail is what a CI log keeps least of
@@ -84,3 +89,108 @@ def run_script(code: str, cwd: Path, *, unsloth: bool = True, gpu: tuple[int, in
         raise AssertionError(f"exit {done.returncode}: {' | '.join(raised)}\n--- stdout\n{done.stdout[-6000:]}\n"
                              f"--- stderr\n{done.stderr[-8000:]}")
     return json.loads(lines[-1][len(RESULT_MARK):])
+
+
+# A process that runs a prelude once (importing torch, transformers, TRL and Unsloth, and patching: about 20 s), then
+# forks a child for each script: each script runs in a process of its own, as under `python -c prelude + script`, in
+# its working directory and environment (with what the prelude set in it), the prelude's names its globals, without
+# paying for the imports again. Nothing has run a parallel region of torch's thread pool before the fork.
+FORK_SERVER = r"""
+import atexit, json, os, sys, traceback
+_channel = os.dup(1)  # the replies; what the prelude and the scripts print goes elsewhere
+os.dup2(2, 1)
+_given = dict(os.environ)
+_globals = {"__name__": "__main__"}
+exec(compile(sys.argv[1], "<prelude>", "exec"), _globals)
+_set_by_prelude = {key: value for key, value in os.environ.items() if _given.get(key) != value}
+
+
+def _say(message):
+    os.write(_channel, (json.dumps(message) + "\n").encode())
+
+
+for line in sys.stdin:
+    request = json.loads(line)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.close(_channel)
+            for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
+                os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
+            os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+            os.chdir(request["cwd"])
+            os.environ.clear()
+            os.environ.update({**request["env"], **_set_by_prelude})
+            sys.argv = ["-c"]
+            try:
+                exec(compile(request["code"], "<string>", "exec"), _globals)
+                code = 0
+            except SystemExit as stop:
+                code = stop.code if isinstance(stop.code, int) else int(stop.code is not None)
+            except BaseException:
+                traceback.print_exc()
+            atexit._run_exitfuncs()
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+    _say({"pid": pid})
+    _say({"returncode": os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])})
+"""
+
+
+@dataclass
+class Finished:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+class ForkServer:
+    """One prelude's process; :meth:`run` forks a child of it for a script and waits for it, killing it past ``timeout``."""
+
+    def __init__(self, prelude: str, env: dict[str, str]):
+        self.log = tempfile.NamedTemporaryFile(prefix="fork-server-", suffix=".log", delete=False)
+        self.process = subprocess.Popen([sys.executable, "-c", FORK_SERVER, prelude], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, stderr=self.log, env=env, text=True, bufsize=1)
+        self.replies: queue.Queue = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+        atexit.register(self.process.kill)
+
+    def _read(self):
+        for line in self.process.stdout:
+            self.replies.put(json.loads(line))
+        self.replies.put(None)  # the server is gone
+
+    def _reply(self, timeout: float) -> dict:
+        reply = self.replies.get(timeout=timeout)
+        if reply is None:
+            raise AssertionError(f"the fork server died: {Path(self.log.name).read_text()[-8000:]}")
+        return reply
+
+    def run(self, code: str, cwd: Path, env: dict[str, str], timeout: float) -> Finished:
+        with tempfile.TemporaryDirectory() as folder:
+            out, err = Path(folder) / "stdout", Path(folder) / "stderr"
+            self.process.stdin.write(json.dumps({"code": code, "cwd": str(cwd), "env": env, "stdout": str(out),
+                                                 "stderr": str(err)}) + "\n")
+            pid = self._reply(60)["pid"]
+            try:
+                returncode = self._reply(timeout)["returncode"]
+            except queue.Empty:
+                os.kill(pid, signal.SIGKILL)
+                self._reply(60)
+                raise subprocess.TimeoutExpired(["fork of", code[:80]], timeout) from None
+            return Finished(returncode, out.read_text(errors="replace"), err.read_text(errors="replace"))
+
+
+_SERVERS: dict[tuple[str, str], ForkServer] = {}
+
+
+def _forks(prelude: str, env: dict[str, str]) -> ForkServer:
+    key = (prelude, env["PYTHONPATH"])
+    if key not in _SERVERS or _SERVERS[key].process.poll() is not None:
+        _SERVERS[key] = ForkServer(prelude, env)
+    return _SERVERS[key]

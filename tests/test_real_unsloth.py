@@ -200,8 +200,15 @@ class RecordingFastLanguageModel:
         return model
 
 
+@pytest.fixture(scope="module")
+def unsloths_named_parameters(tmp_path_factory):
+    """The named parameters of Unsloth's loaders, read from the installed Unsloth, in a subprocess."""
+    return run_script(UNSLOTH_NAMED_PARAMETERS, tmp_path_factory.mktemp("named"))
+
+
 @pytest.mark.parametrize("fast_inference", [False, True])
-def test_load_model_gives_unsloth_only_options_its_loaders_name(tmp_path, tiny_model_dir, monkeypatch, fast_inference):
+def test_load_model_gives_unsloth_only_options_its_loaders_name(tiny_model_dir, monkeypatch, fast_inference,
+                                                                 unsloths_named_parameters):
     # FastLanguageModel.from_pretrained (unsloth/models/loader.py) and get_peft_model (unsloth/models/llama.py) take
     # **kwargs, so an option Unsloth renamed or dropped would be ignored without a word: every keyword grpo_lite
     # gives them must be one of their named parameters (read from the installed Unsloth, in a subprocess).
@@ -213,7 +220,7 @@ def test_load_model_gives_unsloth_only_options_its_loaders_name(tmp_path, tiny_m
     from grpo_lite.machine.engine import Engine
     from grpo_lite.model import load as models
 
-    named = run_script(UNSLOTH_NAMED_PARAMETERS, tmp_path)
+    named = unsloths_named_parameters
     stub = types.ModuleType("unsloth")
     stub.__spec__ = importlib.machinery.ModuleSpec("unsloth", None)
     stub.FastLanguageModel = RecordingFastLanguageModel
