@@ -52,18 +52,19 @@ def _score(args) -> int:
 
     from rewards import check_rewards
 
-    from ..data.prepare import load_rows
     from ..errors import NotFound
-    from ..evaluation.rescore import rescore_run
     from ..run.files import read_jsonl
 
     source = args.data or args.run
     if not source.exists():
         raise NotFound(f"{'--data' if args.data else '--run'} {source}: no such file or folder")
     names = args.rewards.split(",")
-    if args.data:
+    if args.data:  # the reward library alone: no transformers to import, so a file is scored in seconds
         report = check_rewards(names, read_jsonl(args.data))
     else:
+        from ..data.prepare import load_rows
+        from ..evaluation.rescore import rescore_run
+
         dataset = load_rows(args.dataset) if args.dataset else None
         report = rescore_run(args.run, names, dataset, question=args.question)
     functions = getattr(report, "functions", names)
