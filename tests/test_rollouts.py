@@ -18,6 +18,7 @@ from packaging.version import Version
 from stacks import newer_only
 
 from grpo_lite import evaluate, load_model, prepare_dataset, preview, read_metrics, show_run, train
+from grpo_lite.data.prepare import prompt_lengths
 from grpo_lite.evaluation.episodes import episode_findings
 from grpo_lite.launch.kit import write_launch_kit
 from grpo_lite.launch.recipe import apply_settings, read_recipe, run_recipe
@@ -27,7 +28,7 @@ from grpo_lite.monitor.samples import episode_metrics, read_samples, rollout_epi
 from grpo_lite.monitor.views import episode_lines, frame_html
 from grpo_lite.run.record import read_run
 from grpo_lite.run.settings import ConfigError
-from grpo_lite.training.rollouts import rollout_options
+from grpo_lite.training.rollouts import rendered_tools, rollout_options
 
 STEPS = dict(preset="cpu-smoke", max_steps=2, num_generations=4, per_device_train_batch_size=4, max_completion_length=192,
              dashboard=False)
@@ -124,6 +125,28 @@ def test_a_rollout_option_trl_could_not_run_is_refused_by_name_before_the_traine
     rewards = given.pop("rewards", [calls_reward])
     with pytest.raises(ConfigError, match=refusal):
         train(model, tokenizer, game_rows(), rewards, output_dir=tmp_path / "run", **given, **STEPS)
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("option", ["tools", "environment_factory", "environment_factory (a dict)"])
+def test_the_prompt_length_check_counts_the_tools_the_chat_template_describes(option, tiny_model_dir, tmp_path):
+    if stack.lacking(option):
+        pytest.skip(stack.lacking(option))
+    keyword, value = OPTIONS[option]
+    rows = game_rows()
+    tools = rendered_tools({keyword: value}, rows)
+    # TRL renders each prompt with the run's tools and its row's environment's methods
+    assert [[tool.__name__ for tool in each] for each in tools] == [
+        ["guess"] if keyword == "tools" or row["environment"] == "numbers" or value is NumberGuess else ["guess_letter"]
+        for row in rows]
+    model, tokenizer = load_model(str(tiny_model_dir), lora_rank=8)
+    tokenizer.chat_template = TOOL_CALLING.chat_template()
+    bare, shown = max(prompt_lengths(rows, tokenizer)), max(prompt_lengths(rows, tokenizer, tools=tools))
+    assert shown > bare + 100  # each tool's JSON schema, written into the prompt
+    model.max_seq_length = bare + STEPS["max_completion_length"]  # enough for the question alone
+    with pytest.raises(ConfigError, match=rf"the longest prompt \({shown} tokens, with the tools its chat template describes\) "
+                                          rf"plus max_completion_length=192 exceeds the model's max_seq_length={model.max_seq_length}"):
+        train(model, tokenizer, rows, [calls_reward], output_dir=tmp_path / "run", **{keyword: value}, **STEPS)
     assert not (tmp_path / "run").exists()
 
 

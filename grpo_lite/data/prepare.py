@@ -32,7 +32,7 @@ import io
 import json
 import statistics
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -684,19 +684,24 @@ def rows_within(lengths: list[int], limit: int, setting: str) -> list[int]:
     return keep
 
 
-def prompt_lengths(dataset, tokenizer, chat_template_kwargs: dict[str, Any] | None = None) -> list[int]:
+def prompt_lengths(dataset, tokenizer, chat_template_kwargs: dict[str, Any] | None = None, *,
+                   tools: Sequence[Sequence[Any]] | None = None) -> list[int]:
     """Token count of each row's prompt as training renders it (grpo_lite.data.prompts), generation prompt included, with
     the row's own values of the columns the chat template reads. ``tokenizer`` may be a vision model's processor: a row's
-    images (its ``images`` or ``image`` column, as TRL reads them) then count the tokens the processor makes of them."""
-    return [len(ids) for ids in prompt_ids(dataset, tokenizer, chat_template_kwargs)]
+    images (its ``images`` or ``image`` column, as TRL reads them) then count the tokens the processor makes of them.
+    ``tools``: each row's tools, which the chat template describes in its prompt (a run's tools and environments,
+    grpo_lite.training.rollouts.rendered_tools)."""
+    return [len(ids) for ids in prompt_ids(dataset, tokenizer, chat_template_kwargs, tools=tools)]
 
 
-def prompt_ids(dataset, tokenizer, chat_template_kwargs: dict[str, Any] | None = None) -> Iterable[list[int]]:
+def prompt_ids(dataset, tokenizer, chat_template_kwargs: dict[str, Any] | None = None, *,
+               tools: Sequence[Sequence[Any]] | None = None) -> Iterable[list[int]]:
     """Each row's prompt token ids as :func:`prompt_lengths` counts them, one row at a time."""
     column = image_column(dataset.column_names)
     images = [[] if v is None else v if isinstance(v, list) else [v] for v in dataset[column]] if column else None
     settings = row_template_kwargs(tokenizer, dataset, chat_template_kwargs)
-    return (prompt_token_ids(tokenizer, prompt, kwargs, images=images[i] if images else ())
+    return (prompt_token_ids(tokenizer, prompt, {**kwargs, "tools": list(tools[i])} if tools and tools[i] else kwargs,
+                             images=images[i] if images else ())
             for i, (prompt, kwargs) in enumerate(zip(dataset["prompt"], settings)))
 
 

@@ -45,6 +45,20 @@ def rollout_options(tokenizer, dataset, *, tools=None, environment_factory=None,
     return {name: list(value) if name == "tools" else value for name, value in given.items()}
 
 
+def rendered_tools(options: dict[str, Any], dataset) -> list[list[Any]] | None:
+    """The tools each row's prompt is rendered with, as TRL renders them (trl/trainer/grpo_trainer.py,
+    ``_tokenize_prompts``): the run's ``tools``, then the methods of the environment the row plays (one made here of each
+    kind, as TRL makes one to read them); None where the run has neither."""
+    tools = list(options.get("tools") or [])
+    factory = options.get("environment_factory")
+    if factory is None:
+        return [tools] * len(dataset) if tools else None
+    if not isinstance(factory, dict):
+        return [tools + environment_tools(factory())] * len(dataset)
+    methods = {name: environment_tools(factory[name]()) for name in set(map(str, dataset["environment"]))}
+    return [tools + methods[str(name)] for name in dataset["environment"]]
+
+
 def reward_arguments(options: dict[str, Any]) -> list[str]:
     """What the rewards get beside the dataset's columns in a run with ``options``: each rollout's environment, as
     ``environments`` (trl/trainer/grpo_trainer.py, _calculate_rewards)."""

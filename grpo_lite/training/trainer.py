@@ -61,7 +61,7 @@ from ..run.record import RunRecord, function_reference, reward_reference, rows_f
 from ..run.resume import finished_at, resume_checkpoint
 from ..run.settings import REWARD_TIMEOUT, ConfigError, Heldout, RunSettings, map_rollout_options, resolve_options
 from ..run.stopping import InterruptStops, StopSwitch
-from .rollouts import reward_arguments, rollout_options
+from .rollouts import rendered_tools, reward_arguments, rollout_options
 from .trl_compat import (
     cut_prompts_on_the_left,
     generate_with_tokenizer,
@@ -174,9 +174,9 @@ def _check_trainable(model) -> None:
 
 
 def _check_sequence_length(model, tokenizer, dataset, config, chat_template_kwargs: dict[str, Any],
-                           max_prompt_length: int | None) -> None:
-    """Refuse a run whose longest prompt, cut to ``max_prompt_length`` where one is set, plus ``max_completion_length``
-    exceeds the model's ``max_seq_length``.
+                           max_prompt_length: int | None, tools: list[list[Any]] | None) -> None:
+    """Refuse a run whose longest prompt (with the tools its template describes in it, ``tools``), cut to
+    ``max_prompt_length`` where one is set, plus ``max_completion_length`` exceeds the model's ``max_seq_length``.
 
     Unsloth's loader sets ``model.max_seq_length`` from ``load_model(max_seq_length=...)`` and sizes the model's
     RoPE cache and vLLM's maximum model length from it (unsloth/models/llama.py, unsloth_zoo/vllm_utils.py):
@@ -185,12 +185,13 @@ def _check_sequence_length(model, tokenizer, dataset, config, chat_template_kwar
     limit = getattr(model, "max_seq_length", None)
     if not isinstance(limit, int) or "prompt" not in dataset.column_names:
         return
-    longest = max(prompt_lengths(dataset, tokenizer, chat_template_kwargs), default=0)
+    longest = max(prompt_lengths(dataset, tokenizer, chat_template_kwargs, tools=tools), default=0)
     if max_prompt_length:
         longest = min(longest, max_prompt_length)
     if longest + config.max_completion_length > limit:
         raise ConfigError(
-            f"the longest prompt ({longest} tokens) plus max_completion_length={config.max_completion_length} exceeds the "
+            f"the longest prompt ({longest} tokens{', with the tools its chat template describes' if tools else ''}) plus "
+            f"max_completion_length={config.max_completion_length} exceeds the "
             f"model's max_seq_length={limit}: load the model with load_model(..., max_seq_length={longest + config.max_completion_length}) "
             f"or more, pass max_completion_length={max(limit - longest, 1)} or less, or drop long prompts with "
             "prepare_dataset(..., tokenizer=tokenizer, max_prompt_tokens=N)"
@@ -366,7 +367,7 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
     if (per_row := describe_row_settings(tokenizer, dataset, template)) is not None:  # counted over the rows trained on
         logger.info(per_row)
     _check_one_batch(dataset, config)
-    _check_sequence_length(model, tokenizer, dataset, config, template, max_prompt_length)
+    _check_sequence_length(model, tokenizer, dataset, config, template, max_prompt_length, rendered_tools(rollouts, dataset))
     heldout = settings.heldout if settings.heldout is not None and settings.heldout.data is not None else None
     if heldout is not None and is_data_frame(heldout.data):
         heldout = dataclasses.replace(heldout, data=as_dataset(heldout.data))
