@@ -352,6 +352,7 @@ def test_preview_plays_a_rollout_functions_episodes_and_the_lab_scores_its_keys(
     assert all("tool_response" not in tokenizer.decode(report.completions[i].token_ids) for i in played)
 
 
+@newer_only("rollout_func")
 def test_a_rollout_functions_completion_is_split_into_turns_where_its_env_mask_changes(tiny_model):
     _, tokenizer = tiny_model
     tokenizer.chat_template = TOOL_CALLING.chat_template()
