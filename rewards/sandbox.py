@@ -65,20 +65,38 @@ _KEYCTL = {"x86_64": 250, "aarch64": 219, "riscv64": 219, "ppc64le": 289, "s390x
 # uid, or any uid the key's permissions admit, would find them. This empties all three: in the sandbox before the
 # program runs, and in the fallback once more as the program's uid after it ran. It first joins a new anonymous
 # session keyring (KEYCTL_JOIN_SESSION_KEYRING 1), so the trainer's session keyring is out of reach and the
-# persistent keyring is linked into the new one (KEYCTL_GET_PERSISTENT 22), then clears (KEYCTL_CLEAR 7). A seccomp
-# policy that forbids keyctl (ENOSYS, EPERM) forbids it to the program as well.
+# persistent keyring is linked into the new one (KEYCTL_GET_PERSISTENT 22). An unlinked key lives on until the kernel's
+# key garbage collector runs, which it does later, and until then another uid its permissions admit finds it in
+# /proc/keys and reads it: so each key the three hold, and each key in a keyring they hold, is first made this uid's
+# alone (KEYCTL_SETPERM 5, which its owner may always do) and revoked (KEYCTL_REVOKE 3: nothing reads it from then on);
+# then the three are cleared (KEYCTL_CLEAR 7). A seccomp policy that forbids keyctl (ENOSYS, EPERM) forbids it to the
+# program as well.
 _FRESH_KEYRINGS = (
-    "import ctypes, platform\n"
-    f"number = {_KEYCTL!r}.get(platform.machine())\n"
-    "libc = ctypes.CDLL(None, use_errno=True)\n"
-    "libc.syscall.restype = ctypes.c_long\n"
-    "keyctl = lambda *args: -1 if number is None else libc.syscall(ctypes.c_long(number), *map(ctypes.c_long, args))\n"
-    "if keyctl(1, 0) < 0 and ctypes.get_errno() not in (1, 38):\n"
-    "    raise SystemExit('grpo-lite sandbox: could not give the program a fresh session keyring')\n"
-    "persistent = keyctl(22, -1, -3)\n"
-    "for ring in (-4, -5) + ((persistent,) if persistent > 0 else ()):\n"
-    "    keyctl(7, ring)\n"
-    "del ctypes, platform, number, libc, keyctl, persistent\n"
+    "def _fresh_keyrings():\n"
+    "    import ctypes, platform\n"
+    f"    number = {_KEYCTL!r}.get(platform.machine())\n"
+    "    libc = ctypes.CDLL(None, use_errno=True)\n"
+    "    libc.syscall.restype = ctypes.c_long\n"
+    "    keyctl = lambda *args: -1 if number is None else libc.syscall(ctypes.c_long(number), *map(ctypes.c_long, args))\n"
+    "    if keyctl(1, 0) < 0 and ctypes.get_errno() not in (1, 38):\n"
+    "        raise SystemExit('grpo-lite sandbox: could not give the program a fresh session keyring')\n"
+    "    persistent = keyctl(22, -1, -3)\n"
+    "    rings = [-4, -5] + ([persistent] if persistent > 0 else [])\n"
+    "    own, seen, todo = {keyctl(0, ring, 0) for ring in rings}, set(), list(rings)\n"
+    "    while todo and len(seen) < 4096:\n"
+    "        ring, links, text = todo.pop(), (ctypes.c_int32 * 1024)(), ctypes.create_string_buffer(256)\n"
+    "        for serial in links[:max(0, min(1024, keyctl(11, ring, ctypes.addressof(links), ctypes.sizeof(links)) // 4))]:\n"
+    "            if serial not in own and serial not in seen:\n"
+    "                seen.add(serial)\n"
+    "                keyctl(5, serial, 0x3f3f0000)\n"
+    "                if keyctl(6, serial, ctypes.addressof(text), 256) > 0 and text.value.startswith(b'keyring;'):\n"
+    "                    todo.append(serial)\n"
+    "    for serial in seen:\n"
+    "        keyctl(3, serial)\n"
+    "    for ring in rings:\n"
+    "        keyctl(7, ring)\n"
+    "_fresh_keyrings()\n"
+    "del _fresh_keyrings\n"
 )
 # Runs first in the sandboxed interpreter: fresh keyrings, then main.py as __main__.
 _BOOT = _FRESH_KEYRINGS + "import runpy, sys\nsys.argv = sys.argv[1:]\nrunpy.run_path(sys.argv[0], run_name='__main__')\n"
