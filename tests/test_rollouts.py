@@ -24,7 +24,7 @@ from grpo_lite.launch.kit import write_launch_kit
 from grpo_lite.launch.recipe import apply_settings, read_recipe, run_recipe
 from grpo_lite.machine import stack
 from grpo_lite.monitor.figure import ChartData, dashboard_figure
-from grpo_lite.monitor.samples import episode_metrics, read_samples, rollout_episode
+from grpo_lite.monitor.samples import episode_metrics, read_samples, reply_parser, rollout_episode
 from grpo_lite.monitor.views import episode_lines, frame_html
 from grpo_lite.run.record import read_run
 from grpo_lite.run.settings import ConfigError
@@ -363,17 +363,18 @@ def test_a_rollout_functions_completion_is_split_into_turns_where_its_env_mask_c
     call = ids('<tool_call>\n{"name": "guess", "arguments": {"number": 5}}\n</tool_call><|im_end|>')
     answer = ids("\n<|im_start|>user\n<tool_response>\ncorrect\n</tool_response><|im_end|>\n<|im_start|>assistant\n")
     reply = ids("It is 5.<|im_end|>")
+    parser = reply_parser(tokenizer)
     opening = ids(tokenizer.apply_chat_template([{"role": "user", "content": "Find my number."}], tools=[guess],
                                                 add_generation_prompt=True, tokenize=False))
-    turns, ended = rollout_episode(tokenizer, opening, call + answer + reply,
+    turns, ended = rollout_episode(tokenizer, parser, opening, call + answer + reply,
                                    [1] * len(call) + [0] * len(answer) + [1] * len(reply))
     assert turns == [{"turn": "model", "text": "", "calls": [{"tool": "guess", "arguments": {"number": 5}}]},
                      {"turn": "environment", "text": "user\n<tool_response>\ncorrect\n</tool_response>\nassistant"},
                      {"turn": "model", "text": "It is 5.", "calls": []}]
     assert ended == "done"
-    assert rollout_episode(tokenizer, opening, call + answer, [1] * len(call) + [0] * len(answer))[1] == "turn limit"
-    assert rollout_episode(tokenizer, opening, call, [1] * len(call)) == (turns[:1], "turn limit")
-    assert rollout_episode(tokenizer, opening, reply, [1] * len(reply)) == (turns[2:], "done")
+    assert rollout_episode(tokenizer, parser, opening, call + answer, [1] * len(call) + [0] * len(answer))[1] == "turn limit"
+    assert rollout_episode(tokenizer, parser, opening, call, [1] * len(call)) == (turns[:1], "turn limit")
+    assert rollout_episode(tokenizer, parser, opening, reply, [1] * len(reply)) == (turns[2:], "done")
     lines = episode_lines({"episode": turns, "completion": ""})
     assert [kind for kind, _ in lines] == ["call", "environment", "model"]
 

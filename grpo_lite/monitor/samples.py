@@ -89,21 +89,26 @@ def episode(completion: Any) -> tuple[list[dict[str, Any]], str]:
     return turns, _ended(turns)
 
 
-def rollout_episode(tokenizer, prompt_ids: Sequence[int], completion_ids: Sequence[int],
-                    env_mask: Sequence[int]) -> tuple[list[dict[str, Any]], str]:
-    """A rollout function's completion as turns: each run of tokens the model wrote (``env_mask`` 1) a model turn, read
-    as TRL reads a reply, after all that came before it (its tool calls too, trl/chat_template_utils.py
-    ``parse_response``, where TRL knows the chat template), and each run its environment added (0) an
-    ``{"turn": "environment", "text"}`` turn; it ended ``"turn limit"`` where the model had not answered the
-    environment's last turn or its last call, else ``"done"``."""
-    from trl.chat_template_utils import parse_response
-
+def reply_parser(tokenizer):
+    """What TRL reads a reply's tool calls with (grpo_lite.model.inference.tool_call_parser); None for a chat template
+    TRL cannot read tool calls out of, whose replies are read as text."""
     from ..model.inference import tool_call_parser
 
     try:
-        parser = tool_call_parser(tokenizer)
-    except ValueError:  # a chat template TRL cannot read tool calls out of: the model's turns as text
-        parser = None
+        return tool_call_parser(tokenizer)
+    except ValueError:
+        return None
+
+
+def rollout_episode(tokenizer, parser, prompt_ids: Sequence[int], completion_ids: Sequence[int],
+                    env_mask: Sequence[int]) -> tuple[list[dict[str, Any]], str]:
+    """A rollout function's completion as turns: each run of tokens the model wrote (``env_mask`` 1) a model turn, read
+    as TRL reads a reply, after all that came before it (its tool calls too, trl/chat_template_utils.py
+    ``parse_response``, with ``parser``: :func:`reply_parser`'s, made once per trainer), and each run its environment
+    added (0) an ``{"turn": "environment", "text"}`` turn; it ended ``"turn limit"`` where the model had not answered
+    the environment's last turn or its last call, else ``"done"``."""
+    from trl.chat_template_utils import parse_response
+
     turns, before = [], list(prompt_ids)
     for wrote, run in itertools.groupby(zip(completion_ids, env_mask), key=lambda token: bool(token[1])):
         ids = [token for token, _ in run]
@@ -259,13 +264,14 @@ def keep_rollout_episodes(trainer) -> None:
 
     kept: deque = deque(maxlen=logged.maxlen)
     tokenizer = getattr(trainer.processing_class, "tokenizer", trainer.processing_class)
+    parser = reply_parser(tokenizer)
 
     @functools.wraps(rollout_func)
     def rollout_keeping_episodes(prompts, trainer):
         output = rollout_func(prompts, trainer)
         ids = [list(each) for each in output.get("completion_ids", ())]
         masks = [list(mask) for mask in output.get("env_mask") or [[1] * len(each) for each in ids]]
-        kept.extend(gather_object([rollout_episode(tokenizer, prompt, each, mask)
+        kept.extend(gather_object([rollout_episode(tokenizer, parser, prompt, each, mask)
                                    for prompt, each, mask in zip(output.get("prompt_ids", ()), ids, masks)]))
         return output
 
