@@ -336,22 +336,6 @@ def test_a_rollout_function_plays_the_game_itself_turn_by_turn_and_its_extra_key
     assert read_run(tmp_path).settings.rollout_func == "games:play_number_guess"
 
 
-@pytest.mark.slow
-@newer_only("rollout_func")
-def test_preview_plays_a_rollout_functions_episodes_and_the_lab_scores_its_keys(tool_caller):
-    model, tokenizer = load_model(str(tool_caller), lora_rank=8)
-    report = preview(model, tokenizer, game_rows(2), [guesses_reward], rollout_func=play_number_guess, **PREVIEWED)
-    assert report.groups == [[0, 1], [2, 3]] and len(report.episodes) == 4
-    _assert_played_turn_by_turn(report.episodes)
-    # the lab's rows hold each episode's own guesses, as TRL gave them to the rewards
-    assert report.lab.scores("guesses_reward") == [episode["rewards"]["guesses_reward"] for episode in report.episodes]
-    assert report.rescore().lab.scores("guesses_reward") == report.lab.scores("guesses_reward")
-    assert "no_tool_calls" not in _kinds(report)  # a rollout function's episodes are not told of tools
-    # the length findings read what the model wrote: the game's answer, which the loss leaves out, is not counted
-    played = [i for i, episode in enumerate(report.episodes) if len(episode["episode"]) > 1]
-    assert all("tool_response" not in tokenizer.decode(report.completions[i].token_ids) for i in played)
-
-
 @newer_only("rollout_func")
 def test_a_rollout_functions_completion_is_split_into_turns_where_its_env_mask_changes(tiny_model):
     _, tokenizer = tiny_model
@@ -407,6 +391,22 @@ def test_preview_plays_groups_of_episodes_in_trls_tool_loop_and_scores_the_envir
     # with no rewards of the run's own, the environment's is the lab's only one
     alone = preview(model, tokenizer, game_rows(2), [], environment_factory=NumberGuess, **PREVIEWED)
     assert alone.functions == ["NumberGuess"] and len(alone.lab.scores("NumberGuess")) == 4
+
+
+@pytest.mark.slow
+@newer_only("rollout_func")
+def test_preview_plays_a_rollout_functions_episodes_and_the_lab_scores_its_keys(tool_caller):
+    model, tokenizer = load_model(str(tool_caller), lora_rank=8)
+    report = preview(model, tokenizer, game_rows(2), [guesses_reward], rollout_func=play_number_guess, **PREVIEWED)
+    assert report.groups == [[0, 1], [2, 3]] and len(report.episodes) == 4
+    _assert_played_turn_by_turn(report.episodes)
+    # the lab's rows hold each episode's own guesses, as TRL gave them to the rewards
+    assert report.lab.scores("guesses_reward") == [episode["rewards"]["guesses_reward"] for episode in report.episodes]
+    assert report.rescore().lab.scores("guesses_reward") == report.lab.scores("guesses_reward")
+    assert "no_tool_calls" not in _kinds(report)  # a rollout function's episodes are not told of tools
+    # the length findings read what the model wrote: the game's answer, which the loss leaves out, is not counted
+    played = [i for i, episode in enumerate(report.episodes) if len(episode["episode"]) > 1]
+    assert all("tool_response" not in tokenizer.decode(report.completions[i].token_ids) for i in played)
 
 
 @pytest.mark.slow
