@@ -51,6 +51,7 @@ import tempfile
 import threading
 import time
 import traceback
+from datetime import UTC
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -471,7 +472,7 @@ def main() -> None:
 def versions() -> list[str]:
     """The date, the commit, the device and the versions that matter, one ``name: value`` a line."""
     import platform
-    from datetime import datetime, timezone
+    from datetime import datetime
     from importlib.metadata import PackageNotFoundError, version
 
     import torch
@@ -485,7 +486,7 @@ def versions() -> list[str]:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     device = (f"{torch.cuda.get_device_name()} ({torch.cuda.get_device_properties(0).total_memory / 2**30:.1f} GiB)"
               if torch.cuda.is_available() else "no CUDA GPU (CPU)")
-    lines = [f"date: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC", f"commit: {commit or 'unknown'}", f"device: {device}",
+    lines = [f"date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC", f"commit: {commit or 'unknown'}", f"device: {device}",
              f"python: {platform.python_version()}", f"torch: {torch.__version__} (CUDA {torch.version.cuda})"]
     return lines + [f"{name}: {installed(name)}" for name in ("transformers", "trl", "peft", "unsloth", "unsloth_zoo",
                                                               "bitsandbytes", "datasets", "accelerate", "triton", "vllm")]

@@ -14,6 +14,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING
 
+from . import log  # grpo-lite's logger, and its filter of bitsandbytes' Hub-kernel notice, before PEFT imports bitsandbytes
 from .machine.device import import_unsloth_first
 from .machine.notebook import use_one_gpu
 

@@ -42,6 +42,19 @@ class _Formatter(logging.Formatter):
         return f"grpo-lite{level}: {record.getMessage()}"
 
 
+class _NoHubKernelNotice(logging.Filter):
+    """bitsandbytes 0.50, imported on a CPU with AVX512-BF16 (PEFT imports it with itself), fetches a faster 4-bit
+    kernel from the Hub and logs a warning where it cannot: offline, or without the ``kernels`` package, which
+    transformers 5.25 requires (bitsandbytes/backends/cpu/ops.py). Its own kernel runs instead, so the warning, printed
+    in every offline run, asks nothing of the user."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(HUB_KERNEL_NOTICE)
+
+
+HUB_KERNEL_NOTICE = "Failed to load CPU gemm_4bit_forward from kernels-community"
+logging.getLogger("bitsandbytes.backends.cpu.ops").addFilter(_NoHubKernelNotice())
+
 if not logger.handlers:
     _handler = _CurrentStderr()
     _handler.setFormatter(_Formatter())

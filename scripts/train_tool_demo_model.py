@@ -32,6 +32,7 @@ from train_demo_model import batches, rounded
 
 from grpo_lite.data.arithmetic import arithmetic_problems, heldout_arithmetic_problems
 from grpo_lite.data.calculator import OPERATIONS, calculate
+from grpo_lite.machine import stack
 from grpo_lite.model.tiny import build_tiny_model, save_tokenizer
 from rewards.extract import extract_hash_answer
 
@@ -125,12 +126,13 @@ def main() -> None:
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.learning_rate, weight_decay=0.01)
     schedule = get_cosine_schedule_with_warmup(optimizer, args.steps // 20, args.steps)
     model.train()
+    cache_name = "cache" if stack.newer("generate_cache") else "past_key_values"  # transformers 5.24 renamed it
     for step in range(1, args.steps + 1):
         input_ids, labels, attention_mask = next(stream)
-        cache = model(input_ids=prefix_ids, use_cache=True).past_key_values
+        cache = getattr(model(input_ids=prefix_ids, use_cache=True), cache_name)
         cache.batch_repeat_interleave(len(input_ids))
         mask = torch.cat([torch.ones(len(input_ids), prefix_ids.shape[1], dtype=torch.long), attention_mask.long()], 1)
-        loss = model(input_ids=input_ids, attention_mask=mask, past_key_values=cache, labels=labels).loss
+        loss = model(input_ids=input_ids, attention_mask=mask, **{cache_name: cache}, labels=labels).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()

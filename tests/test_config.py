@@ -1,6 +1,7 @@
 import pytest
 from stacks import removed_here
 
+from grpo_lite.machine import stack
 from grpo_lite.run.config import config_from_dict, config_to_dict, make_config
 from grpo_lite.run.presets import BASE, TRAINING_PRESETS
 from grpo_lite.run.record import RunRecord, read_run
@@ -91,3 +92,37 @@ def test_config_round_trips_through_yaml(tmp_path):
     again = config_from_dict(record.grpo_config)
     for key in ("max_steps", "beta", "learning_rate", "num_generations", "reward_weights", "use_cpu", "lr_scheduler_type"):
         assert getattr(again, key) == getattr(config, key), key
+
+
+@pytest.mark.parametrize("given", ["gradient_checkpointing", "activation_checkpointing"])
+def test_checkpointing_asked_under_either_name_is_passed_and_recorded_under_the_one_transformers_reads(tmp_path, given):
+    """transformers 5.23 reads activation_checkpointing and takes gradient_checkpointing, its old name, only where the new
+    one is unset when the config is built (transformers/training_args.py): a config given both keeps the new one's value
+    without a word. grpo-lite passes, records and reads back the installed release's name only."""
+    from trl import GRPOConfig
+
+    read = stack.field_name(given)
+    assert read == ("activation_checkpointing" if stack.newer("activation_checkpointing") else "gradient_checkpointing")
+    config = make_config("cpu-smoke", output_dir=tmp_path, **{given: True})  # the preset turns it off
+    assert getattr(config, read) is True
+    recorded = config_to_dict(config)
+    assert recorded[read] is True and not {*stack.RENAMED_FIELDS, *stack.RENAMED_FIELDS.values()} - {
+        read, stack.field_name("gradient_checkpointing_kwargs")} & set(recorded)
+    other = "activation_checkpointing" if read == "gradient_checkpointing" else "gradient_checkpointing"
+    assert getattr(config_from_dict({**recorded, other: True, read: False}), read) is False  # both: the name read wins
+    assert getattr(config_from_dict({"use_cpu": True, "bf16": False, other: True}), read) is True  # another release's record
+    if stack.newer("activation_checkpointing"):  # what grpo-lite keeps users from: the old name beside the new one
+        assert GRPOConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, activation_checkpointing=False,
+                          gradient_checkpointing=True).activation_checkpointing is False
+    with pytest.raises(ConfigError, match="gradient_checkpointing=True and activation_checkpointing=False both given: "
+                                          "gradient_checkpointing is the old name of activation_checkpointing"):
+        make_config("cpu-smoke", output_dir=tmp_path, gradient_checkpointing=True, activation_checkpointing=False)
+
+
+@pytest.mark.parametrize("name", ["t4-16gb", "l4-24gb", "a100-80gb"])
+def test_the_gpu_presets_turn_checkpointing_on_under_the_name_the_installed_transformers_reads(name):
+    from grpo_lite.run.presets import preset_values
+
+    values = preset_values(name)
+    assert values[stack.field_name("gradient_checkpointing")] is True
+    assert not {*stack.RENAMED_FIELDS, *stack.RENAMED_FIELDS.values()} - {stack.field_name("gradient_checkpointing")} & set(values)

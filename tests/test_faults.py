@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
+from transformers import TrainerCallback
 
 from grpo_lite import LiveDashboard, prepare_dataset, read_metrics, train
 from grpo_lite.guards import out_of_memory as oom
@@ -16,6 +17,7 @@ from grpo_lite.guards.disk import DiskFull
 from grpo_lite.guards.nan import NaNDetected
 from grpo_lite.guards.out_of_memory import OutOfMemory
 from grpo_lite.guards.reward_calls import RewardFailure, guard
+from grpo_lite.machine import stack
 from grpo_lite.machine.device import GPU
 from grpo_lite.run.callbacks import RunCallback
 from grpo_lite.run.resume import latest_checkpoint
@@ -78,16 +80,31 @@ def lora_weights(path):
     return {name: tensor for name, tensor in load_file(str(path / "adapter_model.safetensors")).items() if "lora" in name}
 
 
-def assert_resumes(model, tokenizer, dataset, output_dir, max_steps, rewards=(length_reward,)) -> tuple[str, str]:
-    """The last good checkpoint loads (finite weights), the run resumes from it to ``max_steps``, and every
-    step is in metrics.jsonl once. Returns what survived and what was lost, for the fault table."""
+class Checkpointing(TrainerCallback):
+    """Whether the model trained each step with activation checkpointing on."""
+
+    def __init__(self):
+        self.steps = []
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        self.steps.append(model.is_gradient_checkpointing)
+
+
+def assert_resumes(model, tokenizer, dataset, output_dir, max_steps, rewards=(length_reward,), **changes) -> tuple[str, str]:
+    """The last good checkpoint loads (finite weights), the run resumes from it to ``max_steps`` with ``changes`` (the
+    advice a fault gave), and every step is in metrics.jsonl once. Returns what survived and what was lost, for the fault
+    table."""
     checkpoint = latest_checkpoint(output_dir)
     assert checkpoint is not None, "no whole checkpoint was kept"
     assert all(torch.isfinite(w).all() for w in lora_weights(checkpoint).values())
     logged = [r["step"] for r in read_metrics(output_dir)]
     assert logged == list(range(1, len(logged) + 1))
-    result = train(model, tokenizer, dataset, list(rewards), output_dir=output_dir, resume=True, max_steps=max_steps, **RUN)
+    checkpointing = Checkpointing()
+    result = train(model, tokenizer, dataset, list(rewards), output_dir=output_dir, resume=True, max_steps=max_steps,
+                   **{**RUN, "callbacks": [checkpointing], **changes})
     assert result.trainer.state.global_step == max_steps
+    asked = any(changes.get(name) for name in ("gradient_checkpointing", "activation_checkpointing"))
+    assert checkpointing.steps and set(checkpointing.steps) == {asked}, (changes, checkpointing.steps)
     assert [r["step"] for r in read_metrics(output_dir)] == list(range(1, max_steps + 1))
     redone = [step for step in logged if step > int(checkpoint.name.split("-")[1])]
     lost = (f"steps {redone[0]}-{redone[-1]} trained again" if len(redone) > 1
@@ -290,13 +307,14 @@ def test_out_of_memory_in_backward_compares_the_planner_with_the_card(tiny_model
     assert f"The planner's estimate for this run: {error.plan.total_gb:.2f} GB" in message
     assert "on Tesla T4 (14.74 GB); the run needed about 14.74 GB" in message
     assert "The planner underestimated this run" in message  # a tiny model "needing" a whole T4
-    assert error.phase_fixes == {"gradient_checkpointing": True}  # cpu-smoke runs without it
+    checkpointing = stack.field_name("gradient_checkpointing")  # activation_checkpointing from transformers 5.23
+    assert error.phase_fixes == {checkpointing: True}  # cpu-smoke runs without it
     assert "For backward, first try this, which keeps the batch of each optimizer step: " \
-           "train(..., gradient_checkpointing=True)" in message
+           f"train(..., {checkpointing}=True)" in message
     assert set(error.nearest) <= {"per_device_train_batch_size", "num_generations", "max_completion_length", "lora_rank", "load_in_4bit"}
     assert "checkpoint-2, which is whole" in message  # the regular save; the steps done are the same
 
-    outcome = assert_resumes(model, tokenizer, arithmetic, tmp_path, max_steps=4)
+    outcome = assert_resumes(model, tokenizer, arithmetic, tmp_path, max_steps=4, **error.phase_fixes)  # trains checkpointed
     record(fault_table, "out of GPU memory in backward", "`torch.cuda.OutOfMemoryError` from a LoRA gradient hook at step 3",
            error, outcome)
 

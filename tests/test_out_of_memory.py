@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from grpo_lite.guards import out_of_memory as oom
+from grpo_lite.machine import stack
 from grpo_lite.machine.planner import plan
 from grpo_lite.run.config import make_config
 
@@ -75,7 +76,8 @@ def test_a_vllm_run_is_offered_a_lower_gpu_memory_utilization_first():
 def test_fixes_per_phase_keep_the_batch_of_each_optimizer_step(tmp_path):
     plain = make_config("cpu-smoke", output_dir=tmp_path, per_device_train_batch_size=4, num_generations=4)
     checkpointed = make_config("cpu-smoke", output_dir=tmp_path, gradient_checkpointing=True)
-    assert oom.phase_fixes(oom.BACKWARD, plain) == {"gradient_checkpointing": True}
+    # under the name the installed transformers reads: activation_checkpointing from 5.23
+    assert oom.phase_fixes(oom.BACKWARD, plain) == {stack.field_name("gradient_checkpointing"): True}
     assert oom.phase_fixes(oom.BACKWARD, checkpointed) == {"per_device_train_batch_size": 2, "gradient_accumulation_steps": 2}
     assert oom.phase_fixes(oom.SCORING, plain) == {"per_device_train_batch_size": 2, "gradient_accumulation_steps": 2}
     assert oom.phase_fixes(oom.OPTIMIZER, plain) == {"optim": "adamw_8bit"}

@@ -49,7 +49,9 @@ def _differs_from_trl(config, output_dir, preset="cpu-smoke"):
     from trl import GRPOConfig
 
     plain = GRPOConfig(output_dir=str(output_dir), use_cpu=True, bf16=False)
-    differs = {f.name for f in dataclasses.fields(GRPOConfig) if f.init and getattr(config, f.name) != getattr(plain, f.name)}
+    # a renamed field's deprecated alias mirrors the name the installed release reads: one setting (stack.RENAMED_FIELDS)
+    differs = {f.name for f in dataclasses.fields(GRPOConfig)
+               if f.init and stack.field_name(f.name) == f.name and getattr(config, f.name) != getattr(plain, f.name)}
     if trl_defaults()["report_to"] is None and preset != "trl":
         differs.add("report_to")
     # transformers 4 stamps logging_dir's default with the time it was made

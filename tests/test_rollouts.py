@@ -460,7 +460,7 @@ def test_a_run_yaml_names_tools_environments_and_a_rollout_function_by_file_each
     lacking = [stack.lacking(option) for option in ("tools", "environment_factory (a dict)", "rollout_func")]
     if any(lacking):  # the T4 stack: refused before the model loads, naming the stack that has them
         assert settings.problems() == [f"{next(filter(None, lacking))}: train on the latest stack (requirements/lock.txt: "
-                                       f"TRL {stack.SUPPORTED['trl'][1]}, transformers {stack.SUPPORTED['transformers'][1]})"]
+                                       f"TRL {stack.pinned('lock.txt')['trl']}, transformers {stack.pinned('lock.txt')['transformers']})"]
     else:
         assert settings.problems() == []
         given = settings.rollouts()

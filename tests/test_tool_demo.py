@@ -131,3 +131,23 @@ def test_acting_demo_raises_heldout_accuracy(tmp_path):
 
     assert report == json.loads((tmp_path / EVAL_FILE).read_text())
     assert report["after"]["accuracy"] - report["before"]["accuracy"] >= MIN_ACCURACY_RISE, report
+
+
+@newer_only("tools")
+def test_a_heldout_reply_is_read_as_training_reads_it_its_calls_typed_where_trl_types_them():
+    """TRL 1.16 types a call's arguments by the calling tool's schema, per prompt (trl/trainer/grpo_trainer.py hands
+    parse_response each prompt's tools); held-out episodes read their replies the same way."""
+    from transformers import AutoTokenizer
+
+    from grpo_lite.evaluation.played import read_reply
+    from grpo_lite.model.inference import tool_call_parser
+
+    tokenizer = AutoTokenizer.from_pretrained(TOOL_DEMO_MODEL_DIR)
+    prompt = tokenizer.apply_chat_template([{"role": "user", "content": "What is 12 plus 7?"}], tools=[calculate],
+                                           add_generation_prompt=True, tokenize=False)
+    reply = '<tool_call>\n{"name": "calculate", "arguments": {"a": "12", "op": "+", "b": "7"}}\n</tool_call><|im_end|>'
+    message = read_reply(tool_call_parser(tokenizer), tokenizer(reply, add_special_tokens=False)["input_ids"],
+                         tokenizer(prompt, add_special_tokens=False)["input_ids"], [calculate])
+    typed = stack.newer("typed_tool_arguments")
+    assert message["tool_calls"][0]["function"] == {
+        "name": "calculate", "arguments": {"a": 12 if typed else "12", "op": "+", "b": 7 if typed else "7"}}

@@ -4,6 +4,7 @@ import torch
 from grpo_lite import load_model, prepare_dataset, read_metrics, train
 from grpo_lite.data.prepare import DatasetError
 from grpo_lite.guards.reward_calls import RewardFailure
+from grpo_lite.machine import stack
 from grpo_lite.run.record import read_run
 from grpo_lite.run.settings import ConfigError
 
@@ -178,7 +179,8 @@ def test_training_a_trained_model_again_says_whose_weights_it_goes_on_from(tiny_
 def test_a_step_on_a_cpu_takes_torchs_log_probs_whether_triton_imports_or_not(tiny_model, arithmetic, tmp_path):
     """TRL 1.15 picks its Triton log-prob kernel by whether Triton imports, not by where the tensors are
     (trl/trainer/utils.py, add_fused_lm_head): torch's CUDA build, what pip installs on Linux, brings Triton, and on a
-    machine without a GPU the kernel failed on CPU tensors. CI runs this in the latest stack's CUDA-build venv too."""
+    machine without a GPU the kernel failed on CPU tensors. TRL 1.16 runs torch operations there itself, and its
+    function is left in place (``cpu_logprobs``). CI runs this in the CUDA-build venvs too."""
     import importlib.util
 
     import trl.trainer.utils as trl_utils
@@ -191,7 +193,9 @@ def test_a_step_on_a_cpu_takes_torchs_log_probs_whether_triton_imports_or_not(ti
     chosen = getattr(trl_utils, "_ChunkedLogProbFunction", NotImplemented)
     if chosen is NotImplemented:  # TRL 0.22: no fused LM head
         return
-    if importlib.util.find_spec("triton") is None:
+    if stack.newer("cpu_logprobs"):
+        assert chosen.__module__ == "trl.kernels.chunked_logprob" and chosen.__name__ == "ChunkedLogProbFunction"
+    elif importlib.util.find_spec("triton") is None:
         assert chosen is TorchLogProbFunction
     else:
         assert isinstance(chosen, LogProbsByDevice) and chosen.kernel.__name__ == "ChunkedLogProbFunction"

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..data.prompts import render_prompt, template_kwargs
+from ..machine import stack
 from ..model.inference import sample, text_tokenizer, tool_call_parser
 
 
@@ -51,6 +52,17 @@ def _result(tools: dict[str, Any], call: dict[str, Any]) -> tuple[str, str]:
         return name, str({"error": str(error)})
 
 
+def read_reply(parser, token_ids: Sequence[int], prefix: Sequence[int], tools: Sequence[Any]) -> dict[str, Any]:
+    """A reply as TRL's GRPOTrainer reads it (trl/chat_template_utils.py, ``parse_response``): its text and tool calls,
+    read with ``parser`` (:func:`grpo_lite.model.inference.tool_call_parser`) after the prompt's ``prefix`` ids, each
+    call's arguments typed by the schema of ``tools``, the tools its prompt was rendered with, where TRL types them
+    (``typed_tool_arguments``: ``"7"`` is 7 for an integer parameter)."""
+    from trl.chat_template_utils import parse_response
+
+    typed = {"tools": list(tools)} if stack.newer("typed_tool_arguments") else {}
+    return parse_response(parser, list(token_ids), prefix=list(prefix), **typed)
+
+
 def environment_tools(environment: Any) -> list[Any]:
     """An environment's tools as TRL reads them: its class's public functions but ``reset`` and ``get_reward``, bound."""
     return [getattr(environment, name) for name, _ in inspect.getmembers(type(environment), predicate=inspect.isfunction)
@@ -76,8 +88,6 @@ def play_episodes(model, tokenizer, rows: Sequence[dict[str, Any]], tools: Seque
     ``options`` (``do_sample``, ``temperature``, ``batch_size``, ``progress``, ...) and the prompt rendered with ``tools``
     (and its environment's, with ``environment_factory``) and ``chat_template_kwargs`` (``None``: those the last
     ``train()`` with this tokenizer used). A turn's token budget is what the longest episode still playing has left."""
-    from trl.chat_template_utils import parse_response
-
     environments: list[Any] = [None] * len(rows)
     if environment_factory is not None and rows:
         rows, environments = map(list, zip(*(_started(dict(row), environment_factory) for row in rows)))
@@ -109,7 +119,7 @@ def play_episodes(model, tokenizer, rows: Sequence[dict[str, Any]], tools: Seque
                              **options)
             for i, reply in zip(group, replies):
                 # the prompt it answered, as TRL gives it: a template may open the assistant's turn for it
-                message = parse_response(parser, list(reply.token_ids), prefix=ids(i, [*rows[i]["prompt"], *said[i]]))
+                message = read_reply(parser, reply.token_ids, ids(i, [*rows[i]["prompt"], *said[i]]), own_tools[i])
                 said[i].append(message)
                 truncated[i] = reply.truncated
                 if message.get("tool_calls") and rounds < limit:

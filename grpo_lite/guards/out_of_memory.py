@@ -29,6 +29,7 @@ from typing import Any
 import torch
 
 from ..errors import RunFault
+from ..machine import stack
 from ..machine.device import GB, GPU, this_gpu
 from ..model.load import loaded_as
 
@@ -185,8 +186,9 @@ def as_run_options(planned: dict[str, Any], args) -> dict[str, Any]:
 def phase_fixes(phase: Phase, args) -> dict[str, Any]:
     """Options that free memory in ``phase`` and keep the batch each optimizer step sees."""
     if phase in (SCORING, LOSS, BACKWARD):
-        if phase is not SCORING and not args.gradient_checkpointing:
-            return {"gradient_checkpointing": True}
+        checkpointing = stack.field_name("gradient_checkpointing")  # transformers 5.23 reads activation_checkpointing
+        if phase is not SCORING and not getattr(args, checkpointing):
+            return {checkpointing: True}
         if args.per_device_train_batch_size >= 2 and args.per_device_train_batch_size % 2 == 0:
             return {"per_device_train_batch_size": args.per_device_train_batch_size // 2,
                     "gradient_accumulation_steps": 2 * args.gradient_accumulation_steps}

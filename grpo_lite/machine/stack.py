@@ -1,12 +1,14 @@
-"""The installed transformers and TRL, and what differs between the two ends of the range grpo-lite supports.
+"""The installed transformers and TRL, and what differs across the range grpo-lite supports.
 
-grpo-lite runs on transformers 4.56.2-5.17.0 and TRL 0.22.2-1.15.0: the T4 notebook stack, what Unsloth's own Colab
-GRPO notebooks install (requirements/t4.txt), and the latest stack (requirements/lock.txt). Each way the two ends
-differ that grpo-lite meets is one entry of :data:`DIFFERENCES`: the package, the first release that behaves as the
-newer end does, and what each end does with the upstream file that makes it so (read in the wheels of both ends, the
-release found by reading the ones between). Code asks :func:`newer` or :func:`has_config_field`; nothing else in
-grpo-lite compares versions. tests/test_stack.py holds every entry against the installed libraries, on each stack CI
-runs.
+grpo-lite runs on transformers from 4.56.2 and TRL from 0.22.2 up to their newest releases, and is tested at three
+points: the T4 notebook stack, what Unsloth's own Colab GRPO notebooks install (requirements/t4.txt, the floor); the
+lock, the newest releases Unsloth allows (requirements/lock.txt); and the newest releases of all, as pip resolves them
+the day CI runs (docs/stacks.md). Each way the releases differ that grpo-lite meets is one entry of
+:data:`DIFFERENCES`: the package, the first release that behaves as the newer ones do, and what the releases on each
+side do with the upstream file that makes it so (read in the wheels, the release found by reading the ones between).
+Code asks :func:`newer` or :func:`has_config_field`; nothing else in grpo-lite compares versions. tests/test_stack.py
+holds every entry against the installed libraries, on each stack CI runs, and tests/test_upstream_source.py looks up
+the upstream names grpo-lite reads in the wheels of each tested release without installing them.
 
 Importing this module imports neither transformers nor TRL: the versions come from the packages' metadata, so it
 can be asked before Unsloth is imported.
@@ -15,11 +17,25 @@ can be asked before Unsloth is imported.
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-# The tested ends: requirements/t4.txt and requirements/lock.txt (pyproject's ranges).
-SUPPORTED = {"transformers": ("4.56.2", "5.17.0"), "trl": ("0.22.2", "1.15.0")}
+# The stack files, shipped inside the package (grpo_lite/assets/stacks is requirements/): each the whole resolution of
+# one tested stack, pinned.
+STACKS = Path(__file__).resolve().parents[1] / "assets" / "stacks"
+FLOOR_STACK, LOCK_STACK = "t4.txt", "lock.txt"
+
+
+@functools.cache
+def pinned(stack_file: str) -> dict[str, str]:
+    """The releases a stack file pins, by lower-case package name (``pinned("t4.txt")["trl"] == "0.22.2"``)."""
+    pins = {}
+    for line in (STACKS / stack_file).read_text().splitlines():
+        if match := re.match(r"^([A-Za-z0-9_.\-]+)==([^\s;]+)", line):
+            pins[re.sub(r"[-_.]+", "-", match.group(1)).lower()] = match.group(2)
+    return pins
 
 
 @dataclass(frozen=True)
@@ -180,6 +196,35 @@ DIFFERENCES: dict[str, Difference] = {
         "trl", "1.15.0",
         "a process that sees several GPUs trains through the Trainer's nn.DataParallel (transformers/trainer.py)",
         "GRPOTrainer refuses args.n_gpu > 1: 'does not support nn.DataParallel' (trl/trainer/grpo_trainer.py)"),
+    # past the lock: the newest releases
+    "activation_checkpointing": Difference(
+        "transformers", "5.23.0",
+        "TrainingArguments.gradient_checkpointing turns activation checkpointing on, and the Trainer reads it "
+        "(transformers/training_args.py, transformers/trainer.py)",
+        "TrainingArguments.activation_checkpointing does; gradient_checkpointing is a deprecated alias taken only where "
+        "activation_checkpointing is unset when the config is built, and the Trainer reads the new name only "
+        "(transformers/training_args.py, __post_init__; transformers/trainer.py)", field="added"),
+    "activation_checkpointing_kwargs": Difference(
+        "transformers", "5.23.0", "TrainingArguments.gradient_checkpointing_kwargs (transformers/training_args.py)",
+        "TrainingArguments.activation_checkpointing_kwargs; gradient_checkpointing_kwargs its deprecated alias "
+        "(transformers/training_args.py, __post_init__)", field="added"),
+    "generate_cache": Difference(
+        "transformers", "5.24.0",
+        "generate and a model's forward take the cache as past_key_values, and their outputs hold it there "
+        "(transformers/generation/utils.py, transformers/modeling_outputs.py)",
+        "they take it as cache, and their outputs hold it there; past_key_values is a deprecated alias that warns "
+        "(transformers/generation/utils.py, deprecate_kwarg; transformers/utils/generic.py)"),
+    "cpu_logprobs": Difference(
+        "trl", "1.16.0",
+        "the fused LM head's log-probabilities come from a Triton kernel chosen by whether Triton imports: None without "
+        "it, a launch that fails on CPU tensors with it (trl/trainer/utils.py, _ChunkedLogProbFunction)",
+        "ChunkedLogProbFunction runs torch operations where the tensors are not on cuda or xpu "
+        "(trl/kernels/chunked_logprob.py, _use_triton)"),
+    "typed_tool_arguments": Difference(
+        "trl", "1.16.0",
+        "parse_response reads a tool call's arguments as the reply wrote them (trl/chat_template_utils.py)",
+        "parse_response(..., tools=) types them by the calling tool's JSON schema, and the trainer passes each prompt's "
+        "tools (trl/chat_template_utils.py, trl/trainer/grpo_trainer.py)"),
 }
 
 
@@ -193,6 +238,13 @@ OPTION_NEEDS = {
 
 # The GRPOConfig fields one end has and the other lacks; every other field is on both ends or on neither.
 CHANGED_FIELDS = frozenset(name for name, difference in DIFFERENCES.items() if difference.field)
+
+# Fields renamed with the old name kept as a deprecated alias, old -> new, each new name a DIFFERENCES entry. The alias
+# is taken only where the new name is unset when the config is built: a config given both, or the old name set after,
+# keeps the new name's value without a word (transformers/training_args.py, __post_init__). So grpo-lite passes,
+# records and reads one name only, the one the installed release reads (:func:`field_name`).
+RENAMED_FIELDS = {"gradient_checkpointing": "activation_checkpointing",
+                  "gradient_checkpointing_kwargs": "activation_checkpointing_kwargs"}
 
 
 @functools.cache
@@ -216,6 +268,19 @@ def newer(name: str) -> bool:
 def has_config_field(name: str) -> bool:
     """Whether the installed GRPOConfig has ``name``, one of :data:`CHANGED_FIELDS`."""
     return newer(name) == (DIFFERENCES[name].field == "added")
+
+
+def field_name(name: str) -> str:
+    """``name`` as the installed release reads it: either name of a :data:`RENAMED_FIELDS` pair gives the one the installed
+    GRPOConfig reads, any other name is itself.
+
+    >>> field_name("learning_rate")
+    'learning_rate'
+    """
+    new = RENAMED_FIELDS.get(name, name)
+    if new not in RENAMED_FIELDS.values():
+        return name
+    return new if has_config_field(new) else next(old for old, renamed in RENAMED_FIELDS.items() if renamed == new)
 
 
 def missing_field_reason(name: str) -> str:

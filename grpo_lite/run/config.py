@@ -6,6 +6,7 @@ import copy
 from pathlib import Path
 from typing import Any
 
+from ..machine import stack
 from .settings import ConfigError, grpo_config_fields, resolve_options
 
 
@@ -39,16 +40,21 @@ def _builds(config_class, output_dir, options: dict[str, Any], without: str) -> 
 
 
 def config_to_dict(config) -> dict[str, Any]:
-    """Every init field of a GRPOConfig as plain YAML-friendly values."""
+    """Every init field of a GRPOConfig as plain YAML-friendly values; of a renamed field, the name the installed
+    release reads only (its old name mirrors it: ``RENAMED_FIELDS`` in grpo_lite/machine/stack.py)."""
     fields = grpo_config_fields()
-    return {k: v for k, v in config.to_dict().items() if k in fields}
+    return {k: v for k, v in config.to_dict().items() if k in fields and stack.field_name(k) == k}
 
 
 def config_from_dict(options: dict[str, Any]):
+    """The GRPOConfig a :func:`config_to_dict` record describes, a renamed field read under the installed release's
+    name whichever release wrote it (where a record holds both, that name's value, as transformers takes it)."""
     from trl import GRPOConfig
 
     fields = grpo_config_fields()
-    options = copy.deepcopy({k: v for k, v in options.items() if k in fields})  # as make_config: left as they were
+    read = {k: v for k, v in options.items() if k in fields and stack.field_name(k) == k}
+    read.update({stack.field_name(k): v for k, v in options.items() if stack.field_name(k) not in {k, *read}})
+    options = copy.deepcopy(read)  # as make_config: left as they were
     if options.get("generation_batch_size") is not None:
         # GRPOConfig derives steps_per_generation from generation_batch_size and refuses both at once
         options.pop("steps_per_generation", None)

@@ -186,8 +186,14 @@ def port_overrides(preset: str, overrides: dict[str, Any]) -> Ported:
     where it cannot hold whole groups of ``num_generations``. Nothing is refused here except what cannot be translated; :func:`_config_problems`
     checks the rest."""
     ported = Ported(overrides={})
+    both = [(old, new) for old, new in stack.RENAMED_FIELDS.items() if old in overrides and new in overrides]
+    ported.problems += [f"{old}={overrides[old]!r} and {new}={overrides[new]!r} both given: {old} is the old name of {new}; "
+                        f"keep {new}" for old, new in both]
     for key, value in overrides.items():
-        if key == "vllm_sampling_params":  # Unsloth's field: carried onto GRPOConfig's own (_port_sampling)
+        if key == "vllm_sampling_params" or any(key in pair for pair in both):  # _port_sampling; refused above
+            continue
+        if (read := stack.field_name(key)) != key:
+            _port_renamed(key, read, value, ported)
             continue
         if key == "top_k" and value == -1 and not isinstance(value, bool):  # vLLM's "off", which transformers refuses
             ported.overrides["top_k"] = 0
@@ -222,6 +228,18 @@ def port_overrides(preset: str, overrides: dict[str, Any]) -> Ported:
     ported.asked = set(ported.overrides)
     _batch_rule(preset, ported)
     return ported
+
+
+def _port_renamed(key: str, read: str, value: Any, ported: Ported) -> None:
+    """A field of :data:`grpo_lite.machine.stack.RENAMED_FIELDS` under the name the installed transformers reads, said."""
+    release = f"transformers {stack.installed('transformers')}"
+    if read in stack.RENAMED_FIELDS.values():
+        why = f"{release} reads {read}, and {key}, its old name, only where {read} is unset"
+    else:
+        why = f"{release} calls it {read}; {key} is its name from transformers {stack.DIFFERENCES[key].since}"
+    ported.overrides[read] = value
+    ported.translated[key] = {read: value}
+    ported.notes.append(f"{key}={value!r} -> {read}={value!r} ({read}: {value!r} in a run YAML): {why}")
 
 
 def _batch_rule(preset: str, ported: Ported) -> None:

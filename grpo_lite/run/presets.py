@@ -79,7 +79,7 @@ TRAINING_PRESETS: dict[str, dict[str, Any]] = {
         "per_device_train_batch_size": 4,
         "max_completion_length": 32,
         "max_steps": 10,
-        "gradient_checkpointing": False,
+        "activation_checkpointing": False,
         "save_steps": 5,
     },
     # Colab / Kaggle T4: no bf16 support, 16 GB.
@@ -89,21 +89,21 @@ TRAINING_PRESETS: dict[str, dict[str, Any]] = {
         "optim": "adamw_8bit",
         "per_device_train_batch_size": 8,
         "max_completion_length": 256,
-        "gradient_checkpointing": True,
+        "activation_checkpointing": True,
     },
     "l4-24gb": {
         "bf16": True,
         "optim": "adamw_8bit",
         "per_device_train_batch_size": 8,
         "max_completion_length": 512,
-        "gradient_checkpointing": True,
+        "activation_checkpointing": True,
     },
     "a100-80gb": {
         "bf16": True,
         "per_device_train_batch_size": 16,
         "num_generations": 16,
         "max_completion_length": 1024,
-        "gradient_checkpointing": True,
+        "activation_checkpointing": True,
     },
     TRL_PRESET: {},  # TRL's defaults: preset_values() gives no BASE for it
 }
@@ -113,7 +113,7 @@ def _written_values(name: str) -> dict[str, Any]:
     """BASE and the preset's own entry as written, for the newest TRL and transformers; nothing for ``trl``."""
     if name == TRL_PRESET:
         return {}
-    values = {**BASE, **TRAINING_PRESETS.get(name, {})}
+    values = {stack.field_name(key): value for key, value in {**BASE, **TRAINING_PRESETS.get(name, {})}.items()}
     warmup = values.get("warmup_steps")
     if isinstance(warmup, float) and warmup < 1 and not stack.newer("warmup_steps_ratio"):
         values["warmup_ratio"] = values.pop("warmup_steps")  # transformers 4: warmup_steps counts steps
@@ -174,6 +174,10 @@ def trl_defaults() -> dict[str, Any]:
     for f in dataclasses.fields(cls):
         if f.init:
             defaults[f.name] = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+    for old, new in stack.RENAMED_FIELDS.items():
+        if new in defaults:  # transformers' new name defaults to None, which takes TRL's default of the old one
+            defaults[new] = defaults.pop(old) if defaults[new] is None else defaults[new]
+            defaults.pop(old, None)
     return defaults
 
 

@@ -241,9 +241,9 @@ def refuse_lacking_options(given: dict[str, Any]) -> None:
     for name, value in given.items():
         option = "environment_factory (a dict)" if name == "environment_factory" and isinstance(value, dict) else name
         if (reason := stack.lacking(option)) is not None:
-            trl, transformers = stack.SUPPORTED["trl"][1], stack.SUPPORTED["transformers"][1]
-            raise ConfigError(f"{reason}: train on the latest stack (requirements/lock.txt: TRL {trl}, transformers "
-                              f"{transformers})")
+            lock = stack.pinned(stack.LOCK_STACK)
+            raise ConfigError(f"{reason}: train on the latest stack (requirements/lock.txt: TRL {lock['trl']}, transformers "
+                              f"{lock['transformers']})")
 
 
 @dataclass

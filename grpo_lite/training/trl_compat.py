@@ -1,12 +1,13 @@
 """Make TRL 1.15's GRPOTrainer run where Triton cannot (a CPU), and Unsloth's trainer run any model.
 
-TRL 1.15 (the newest release Unsloth 2026.10.9 accepts) computes per-token log-probabilities with a Triton
-kernel, chosen by whether Triton imports, not by where the tensors are (trl/trainer/utils.py, add_fused_lm_head:
-``_ChunkedLogProbFunction``). Without Triton (torch's CPU wheel) it calls ``None.apply`` on the first training step;
-with it (torch's CUDA build, what pip installs on Linux) on a machine without a GPU, the kernel is launched on CPU
-tensors and fails ("0 active drivers"). TRL 1.16 added a plain-PyTorch path for the first case.
-:func:`enable_cpu_logprobs` gives tensors on a CPU the equivalent plain-PyTorch function and leaves those on a GPU to
-TRL's kernel, on the devices TRL's own kernel check names (``_supports_trl_loss_kernel``: cuda, xpu).
+TRL 1.1 to 1.15 (1.15 is the newest release Unsloth 2026.10.9 accepts) compute per-token log-probabilities with a
+Triton kernel, chosen by whether Triton imports, not by where the tensors are (trl/trainer/utils.py,
+add_fused_lm_head: ``_ChunkedLogProbFunction``). Without Triton (torch's CPU wheel) it calls ``None.apply`` on the
+first training step; with it (torch's CUDA build, what pip installs on Linux) on a machine without a GPU, the kernel is
+launched on CPU tensors and fails ("0 active drivers"). :func:`enable_cpu_logprobs` gives tensors on a CPU the
+equivalent plain-PyTorch function and leaves those on a GPU to TRL's kernel, on the devices TRL's own kernel check
+names (``_supports_trl_loss_kernel``: cuda, xpu). TRL 1.16 computes them with torch operations off those devices
+itself (``cpu_logprobs`` in grpo_lite/machine/stack.py), and is left as it is.
 
 Once Unsloth is imported, ``trl.GRPOTrainer`` is Unsloth's generated trainer for the whole process, and it calls
 ``model.for_training()`` on every step and picks mixed precision itself: :func:`prepare_for_unsloth_trainer` gives
@@ -89,14 +90,17 @@ def enable_cpu_logprobs() -> bool:
     """Let TRL's fused LM head compute log-probabilities on a CPU: :class:`TorchLogProbFunction` in place of TRL's
     Triton kernel where Triton is missing, and beside it (:class:`LogProbsByDevice`) where Triton imports.
 
-    Returns True when tensors on a CPU now take the plain-PyTorch path, False where TRL has no fused head (before
-    TRL 1.x). Idempotent; imports trl, so call it only after a possible Unsloth import.
+    Returns True when tensors on a CPU take a plain-PyTorch path, TRL's own from TRL 1.16 (``cpu_logprobs``), False
+    where TRL has no fused head (before TRL 1.x). Idempotent; imports trl, so call it only after a possible Unsloth
+    import.
     """
     import trl.trainer.utils as trl_utils
 
     current = getattr(trl_utils, "_ChunkedLogProbFunction", NotImplemented)
     if current is NotImplemented:
         return False
+    if stack.newer("cpu_logprobs"):
+        return True
     if current is None:
         trl_utils._ChunkedLogProbFunction = TorchLogProbFunction
     elif current is not TorchLogProbFunction and not isinstance(current, LogProbsByDevice):
@@ -128,7 +132,7 @@ def enable_input_grads_for_checkpointing(model, config) -> None:
     """Make a LoRA model's inputs require grad when the run checkpoints, as TRL does from 0.27 on; TRL 0.22 checkpoints
     reentrantly and skips it for ``use_reentrant=False``, and then no gradient reaches the adapter (``peft_input_grads``
     in grpo_lite/machine/stack.py)."""
-    if config.gradient_checkpointing and hasattr(model, "peft_config") and hasattr(model, "enable_input_require_grads"):
+    if getattr(config, stack.field_name("gradient_checkpointing")) and hasattr(model, "peft_config") and hasattr(model, "enable_input_require_grads"):
         model.enable_input_require_grads()
 
 

@@ -24,6 +24,7 @@ from rewards.extract import is_data_frame
 from ..data.prompts import chat_messages, is_chat, template_kwargs
 from ..errors import UserError
 from ..log import logger
+from ..machine import stack
 from .trl_compat import enable_cpu_logprobs, prepare_for_unsloth_trainer
 
 # Unsloth's Qwen3 (4B) GRPO notebook's SFTConfig, but for optim="adamw_8bit" (bitsandbytes, a GPU) and logging_steps
@@ -123,7 +124,9 @@ def warmup_format(model, tokenizer, examples, *, output_dir: str | Path = "outpu
     if gpu and model.get_input_embeddings().weight.dtype == torch.float32:
         precision = {"bf16": False, "fp16": False}  # an fp32 model trains in fp32, as train() keeps it
     limit = max_length or getattr(model, "max_seq_length", None) or 1024
-    options = {**WARMUP_DEFAULTS, **precision, "max_length": limit, "max_steps": max_steps, **sft_overrides}
+    # a renamed field under the name the installed transformers reads (stack.RENAMED_FIELDS), the user's over the defaults
+    options = {stack.field_name(key): value for key, value in
+               {**WARMUP_DEFAULTS, **precision, "max_length": limit, "max_steps": max_steps, **sft_overrides}.items()}
     try:
         config = SFTConfig(output_dir=str(output_dir), **options)
     except (TypeError, ValueError) as error:

@@ -4,6 +4,7 @@ announced), and every value the preset sets that differs from TRL's default is i
 import dataclasses
 import re
 
+from grpo_lite.machine import stack
 from grpo_lite.run.record import read_run
 
 
@@ -49,7 +50,9 @@ def check_port(output_dir, err: str, original: dict, trained_args, batch_raised:
             assert config[key] == value or config[key] == _as_trl_reads(key, value, output_dir), (key, config.get(key), value)
     # every value differing from TRL's default that the user did not set is stated in the table
     plain = GRPOConfig(output_dir=str(output_dir), use_cpu=True, bf16=False)
-    differs = {f.name for f in dataclasses.fields(GRPOConfig) if f.init and getattr(trained_args, f.name) != getattr(plain, f.name)}
+    # a renamed field's deprecated alias mirrors the name the installed release reads: one setting (stack.RENAMED_FIELDS)
+    differs = {f.name for f in dataclasses.fields(GRPOConfig)
+               if f.init and stack.field_name(f.name) == f.name and getattr(trained_args, f.name) != getattr(plain, f.name)}
     user = {key for key, source in run.chosen["sources"].items() if source in ("user", "batch rule")}
     table = changes_table(err)
     # transformers 4 stamps logging_dir's default with the time it was made
