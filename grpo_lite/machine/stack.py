@@ -196,6 +196,10 @@ DIFFERENCES: dict[str, Difference] = {
         "trl", "1.15.0",
         "a process that sees several GPUs trains through the Trainer's nn.DataParallel (transformers/trainer.py)",
         "GRPOTrainer refuses args.n_gpu > 1: 'does not support nn.DataParallel' (trl/trainer/grpo_trainer.py)"),
+    "fused_lm_head": Difference(
+        "trl", "1.1.0", "GRPOTrainer computes per-token log-probabilities from the model's logits (trl/trainer/grpo_trainer.py)",
+        "through a fused LM head whose log-prob function is trl.trainer.utils._ChunkedLogProbFunction, Triton's kernel "
+        "where Triton imports (trl/trainer/utils.py, add_fused_lm_head)"),
     # past the lock: the newest releases
     "activation_checkpointing": Difference(
         "transformers", "5.23.0",
@@ -257,17 +261,59 @@ def installed(package: str):
     return Version(version(package))
 
 
-def newer(name: str) -> bool:
-    """Whether the installed package behaves as the newer end does for the difference ``name``."""
+def newer(name: str, release: str | None = None) -> bool:
+    """Whether the installed package (or its ``release``) behaves as the newer end does for the difference ``name``."""
     difference = DIFFERENCES[name]
     from packaging.version import Version
 
-    return installed(difference.package) >= Version(difference.since)
+    return (installed(difference.package) if release is None else Version(release)) >= Version(difference.since)
 
 
 def has_config_field(name: str) -> bool:
     """Whether the installed GRPOConfig has ``name``, one of :data:`CHANGED_FIELDS`."""
     return newer(name) == (DIFFERENCES[name].field == "added")
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """A name grpo-lite reads or wraps inside TRL or transformers: ``name`` (a function, a module-level name,
+    ``Class.method`` or ``Class.attribute``, its own or inherited from ``bases``) in ``file`` of ``package``, a function
+    taking each of ``parameters`` (those grpo-lite passes by name); needed on the releases where every DIFFERENCES entry
+    of ``on`` holds (``"not X"``: the older side of X)."""
+
+    package: str
+    file: str
+    name: str
+    parameters: tuple[str, ...] = ()
+    on: tuple[str, ...] = ()
+
+
+_GRPO_TRAINER, _TRAINER = "trl/trainer/grpo_trainer.py", "transformers/trainer.py"
+# What grpo-lite reads inside TRL and transformers beyond their public top-level names. tests/test_upstream_source.py
+# looks each one up in the wheels of every tested release and of the newest (read, not installed), so a rename is named
+# before a user meets it, and holds this table against grpo-lite's own imports and reads of private names.
+UPSTREAM_NAMES = (
+    Upstream("trl", _GRPO_TRAINER, "GRPOTrainer._generate_and_score_completions", ("inputs",)),
+    Upstream("trl", _GRPO_TRAINER, "GRPOTrainer._calculate_rewards", ("inputs", "prompts", "completions", "completion_ids_list")),
+    Upstream("trl", _GRPO_TRAINER, "GRPOTrainer._tokenize_prompts", ("prompts",), on=("max_prompt_length",)),
+    Upstream("trl", _GRPO_TRAINER, "GRPOTrainer._generate", ("prompts",), on=("generation_helpers",)),
+    Upstream("trl", _GRPO_TRAINER, "GRPOTrainer._logs"),
+    Upstream("trl", "trl/trainer/utils.py", "_ChunkedLogProbFunction", on=("fused_lm_head", "not cpu_logprobs")),
+    Upstream("trl", "trl/data_utils.py", "apply_chat_template", ("example",)),
+    Upstream("trl", "trl/chat_template_utils.py", "parse_response", ("tokenizer", "ids", "prefix"), on=("tools",)),
+    Upstream("trl", "trl/chat_template_utils.py", "parse_response", ("tools",), on=("typed_tool_arguments",)),
+    Upstream("trl", "trl/chat_template_utils.py", "add_response_schema", on=("tools",)),
+    Upstream("trl", "trl/chat_template_utils.py", "supports_tool_calling", ("processing_class",), on=("tool_template_check",)),
+    Upstream("transformers", _TRAINER, "Trainer._save_checkpoint", ("model", "trial")),
+    Upstream("transformers", _TRAINER, "Trainer._load_from_checkpoint", ("resume_from_checkpoint",)),
+    Upstream("transformers", _TRAINER, "DEFAULT_PROGRESS_CALLBACK"),
+    Upstream("transformers", "transformers/trainer_callback.py", "PrinterCallback"),
+    Upstream("transformers", "transformers/utils/chat_template_utils.py", "get_json_schema", ("func",)),
+    # the keywords grpo-lite's generation passes (grpo_lite/model/inference.py, training/trl_compat.py)
+    *(Upstream("transformers", "transformers/generation/configuration_utils.py", f"GenerationConfig.{keyword}")
+      for keyword in ("max_new_tokens", "do_sample", "num_return_sequences", "pad_token_id", "repetition_penalty",
+                      "temperature", "top_p", "top_k", "min_p", "stop_strings")),
+)
 
 
 def field_name(name: str) -> str:
