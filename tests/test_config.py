@@ -94,6 +94,7 @@ def test_config_round_trips_through_yaml(tmp_path):
         assert getattr(again, key) == getattr(config, key), key
 
 
+@pytest.mark.seam
 @pytest.mark.parametrize("given", ["gradient_checkpointing", "activation_checkpointing"])
 def test_checkpointing_asked_under_either_name_is_passed_and_recorded_under_the_one_transformers_reads(tmp_path, given):
     """transformers 5.23 reads activation_checkpointing and takes gradient_checkpointing, its old name, only where the new
@@ -119,6 +120,7 @@ def test_checkpointing_asked_under_either_name_is_passed_and_recorded_under_the_
         make_config("cpu-smoke", output_dir=tmp_path, gradient_checkpointing=True, activation_checkpointing=False)
 
 
+@pytest.mark.seam
 @pytest.mark.parametrize("name", ["t4-16gb", "l4-24gb", "a100-80gb"])
 def test_the_gpu_presets_turn_checkpointing_on_under_the_name_the_installed_transformers_reads(name):
     from grpo_lite.run.presets import preset_values

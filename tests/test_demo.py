@@ -65,6 +65,7 @@ def test_too_many_heldout_questions_are_refused(tmp_path):
         run_demo(tmp_path, heldout_n=HELDOUT_QUESTIONS + 1)
 
 
+@pytest.mark.seam
 @pytest.mark.slow
 def test_demo_raises_heldout_accuracy_with_kl_on(tmp_path):
     report = run_demo(tmp_path, seed=0, heldout_n=50, heldout_samples=1, dashboard=False)

@@ -294,6 +294,7 @@ def test_out_of_memory_in_generation_saves_the_steps_done_and_names_the_fix(tiny
            error, outcome)
 
 
+@pytest.mark.seam
 def test_out_of_memory_in_backward_compares_the_planner_with_the_card(tiny_model, arithmetic, tmp_path, monkeypatch,
                                                                        fault_table):
     monkeypatch.setattr(oom, "this_gpu", lambda: GPU("Tesla T4", 14.74))  # the device memory of a GPU this machine lacks

@@ -8,7 +8,6 @@ matters here (torch, ipykernel, ipywidgets, matplotlib); each install cell then 
 import json
 import os
 import re
-import shlex
 import shutil
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from packaging.utils import canonicalize_name
 from resolution import would_install
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -100,6 +100,8 @@ def recording_pip(line):
     calls.append(line)
     if "--no-deps" in line:  # grpo-lite alone, for real: the cell reads its stack from the installed package
         pip(line)
+    elif "--report" in line:  # the stack: pip's plan for real, written to the cell's report, and nothing installed
+        pip(line + " --dry-run --use-feature=fast-deps")
 shell.register_magic_function(recording_pip, magic_kind="line", magic_name="pip")
 shell.user_ns.update(GRPO_LITE_FROM={where!r}, SMOKE=False)
 shell.run_cell({code!r}).raise_error()
@@ -107,55 +109,62 @@ print("pip lines:", json.dumps(calls))
 """
 
 
-def _cell_on_a_gpu(fresh_runtime, tmp_path, card: str) -> tuple[list[str], Path]:
+def _cell_on_a_gpu(fresh_runtime, tmp_path, card: str) -> tuple[list[str], Path, str]:
     """The pip lines the first notebook's install cell runs on a runtime with ``card``: grpo-lite's own install for real,
-    the rest recorded (vLLM cannot be installed here). Returns them and the stack file the cell chose."""
+    the stack's as pip's dry run (vLLM cannot be installed here). Returns them, the stack folder the cell chose from and
+    what the cell printed."""
     where, python = fresh_runtime
     script = RECORDING_PIP.format(where=str(where / "dist"), code=_install_cell(NOTEBOOKS[0]))
     done = _run(python, "-c", script, env=_fake_nvidia_smi(tmp_path, card))
-    calls = json.loads(done.stdout.rsplit("pip lines:", 1)[1])
+    printed, recorded = done.stdout.rsplit("pip lines:", 1)
     site = _run(python, "-c", "import grpo_lite, pathlib; print(pathlib.Path(grpo_lite.__file__).parent)").stdout.strip()
-    return calls, Path(site) / "assets" / "stacks"
+    return json.loads(recorded), Path(site) / "assets" / "stacks", printed
+
+
+def _replaced(printed: str, stack: str) -> dict[str, tuple[str, str]]:
+    """What the install cell says the stack replaced: name -> (the runtime's version, the stack's)."""
+    said = next(line for line in printed.splitlines() if line.startswith(f"{stack} replaced "))
+    listed = said.split("as Unsloth and vLLM need: ", 1)[1]
+    return {} if listed == "none" else {name: (old, new) for name, old, _, new in (item.split() for item in listed.split(", "))}
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("card, stack", [("Tesla T4", "t4.txt"), ("NVIDIA L4", "vllm.txt")])
-def test_the_install_cell_takes_unsloths_branch_for_the_card(fresh_runtime, tmp_path, card, stack):
+def test_the_install_cell_takes_unsloths_branch_for_the_card_and_says_what_its_stack_replaces(fresh_runtime, tmp_path, card,
+                                                                                             stack):
     """Unsloth's Colab GRPO notebook ("Colab Extra Install", unslothai/notebooks nb/Qwen2.5_(3B)-GRPO.ipynb @ bdda2efc)
     installs vllm==0.11.2 where nvidia-smi's answer holds "Tesla T4" and vllm==0.15.1 on any other GPU; the cell installs
-    the T4 stack there and the vLLM stack elsewhere, each with Unsloth and vLLM, and the stack is the repository's."""
+    the T4 stack there and the vLLM stack elsewhere, each with Unsloth and vLLM, the stack the repository's, and says each
+    of the runtime's packages pip's plan replaces. The runtime's torch (2.13.0 here) is the vLLM stack's, so the cell's
+    line keeps it on an L4, where pip, asked plainly for the Unsloth extra, would replace it (Unsloth's torchvision and
+    xformers hold no torch bound that keeps 2.13); a T4's stack needs torch 2.9.0 instead."""
     where, python = fresh_runtime
     wheel = next((where / "dist").glob("*.whl")).resolve().as_uri()
     try:
-        calls, stacks = _cell_on_a_gpu(fresh_runtime, tmp_path, card)
+        calls, stacks, printed = _cell_on_a_gpu(fresh_runtime, tmp_path, card)
+        pins = {canonicalize_name(name): version for name, version in
+                (line.split("==") for line in (stacks / stack).read_text().splitlines() if "==" in line and line[0] != "#")}
     finally:
         subprocess.run([python, "-m", "pip", "uninstall", "-q", "-y", "grpo-lite"], capture_output=True, cwd=where,
                        env=_outside_the_repository())
-    assert calls == [f'install -q --no-deps "grpo-lite @ {wheel}"',
-                     f'install -q -c {stacks / stack} "grpo-lite[unsloth,vllm] @ {wheel}" jupyter-ui-poll']
+    assert calls[0] == f'install -q --no-deps "grpo-lite @ {wheel}"'
+    assert re.fullmatch(rf'install -q -c {re.escape(str(stacks / stack))} --report \S+/pip-report\.json '
+                        rf'"grpo-lite\[unsloth,vllm\] @ {re.escape(wheel)}" jupyter-ui-poll', calls[1]), calls[1]
+    replaced = _replaced(printed, stack)
+    assert replaced and all(new.split("+")[0] == pins[name] for name, (_, new) in replaced.items()), replaced
+    torch = tuple(version.split("+")[0] for version in replaced.get("torch", ()))  # the runtime's is the local 2.13.0+cpu
+    assert torch == (("2.13.0", "2.9.0") if card == "Tesla T4" else ()), replaced
 
 
 @pytest.mark.slow
-def test_on_an_l4_the_vllm_stack_keeps_the_runtimes_torch(fresh_runtime, tmp_path):
-    """The runtime's torch (2.13.0 here) is the vLLM stack's, so the cell's line keeps it, where pip, asked plainly for
-    the Unsloth extra, would replace it (Unsloth's torchvision and xformers hold no torch bound that keeps 2.13). pip runs
-    the cell's line for real with --dry-run and writes what it would install (a T4's stack needs torch 2.9.0 instead)."""
+def test_asked_plainly_for_the_unsloth_extra_pip_would_replace_the_runtimes_torch(fresh_runtime, tmp_path):
+    """What the cell's stack is for: pip, asked plainly for the Unsloth extra on the runtime above, replaces its torch
+    2.13.0, which the vLLM stack keeps (the test above)."""
     where, python = fresh_runtime
     wheel = next((where / "dist").glob("*.whl")).resolve().as_uri()
-
-    def cell_would_install(line: str, report: Path) -> dict[str, str]:
-        return would_install(python, *shlex.split(line), report=report, cwd=where, env=_outside_the_repository())
-
-    plain = cell_would_install(f'install -q "grpo-lite[unsloth] @ {wheel}"', tmp_path / "plain.json")
-    assert "torch" in plain, "pip would have kept torch anyway: this test no longer shows what the stack is for"
-    try:
-        calls, _ = _cell_on_a_gpu(fresh_runtime, tmp_path, "NVIDIA L4")
-        cell = cell_would_install(calls[1], tmp_path / "cell.json")
-    finally:
-        subprocess.run([python, "-m", "pip", "uninstall", "-q", "-y", "grpo-lite"], capture_output=True, cwd=where,
-                       env=_outside_the_repository())
-    assert cell["vllm"] == "0.31.0" and "unsloth" in cell  # grpo-lite itself is in already (the cell's first line)
-    assert "torch" not in cell, f"the install cell would replace the runtime's torch: {sorted(cell)}"
+    plain = would_install(python, "install", "-q", f"grpo-lite[unsloth] @ {wheel}", report=tmp_path / "plain.json", cwd=where,
+                          env=_outside_the_repository())
+    assert "torch" in plain, "pip would have kept torch anyway: the stack's line no longer shows what it is for"
 
 
 @pytest.mark.slow

@@ -73,6 +73,7 @@ def test_a_vllm_run_is_offered_a_lower_gpu_memory_utilization_first():
     assert not plan(gpu=24.0, **{**run, "gpu_memory_utilization": round(share + 0.05, 2)}).fits
 
 
+@pytest.mark.seam
 def test_fixes_per_phase_keep_the_batch_of_each_optimizer_step(tmp_path):
     plain = make_config("cpu-smoke", output_dir=tmp_path, per_device_train_batch_size=4, num_generations=4)
     checkpointed = make_config("cpu-smoke", output_dir=tmp_path, gradient_checkpointing=True)

@@ -18,6 +18,8 @@ from grpo_lite.run.porting import port_overrides, still_a_field
 from grpo_lite.run.presets import TRAINING_PRESETS, preset_values, trl_defaults, unavailable_values
 from grpo_lite.run.settings import ConfigError, RunSettings, resolve_options
 
+pytestmark = pytest.mark.seam  # .ci/run runs it on the newest releases too
+
 # templates/basic_grpo_training.py's GRPOConfig(...) arguments, literally, but for the machine and the test's size:
 # bf16=True and report_to="wandb" (a GPU and an account), num_generations=16 and max_completion_length=786.
 SEED_TEMPLATE = dict(learning_rate=5e-6, adam_beta1=0.9, adam_beta2=0.99, weight_decay=0.1, warmup_ratio=0.1,

@@ -95,6 +95,7 @@ def test_an_episode_is_scored_by_its_last_assistant_message():
     assert report.examples[0]["completion"] == "The answer is 19." and episodes[0].tool_calls == 1
 
 
+@pytest.mark.seam
 @newer_only("tools")
 def test_heldout_episodes_run_the_calculator_the_model_calls():
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -133,6 +134,7 @@ def test_acting_demo_raises_heldout_accuracy(tmp_path):
     assert report["after"]["accuracy"] - report["before"]["accuracy"] >= MIN_ACCURACY_RISE, report
 
 
+@pytest.mark.seam
 @newer_only("tools")
 def test_a_heldout_reply_is_read_as_training_reads_it_its_calls_typed_where_trl_types_them():
     """TRL 1.16 types a call's arguments by the calling tool's schema, per prompt (trl/trainer/grpo_trainer.py hands

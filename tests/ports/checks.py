@@ -55,8 +55,10 @@ def check_port(output_dir, err: str, original: dict, trained_args, batch_raised:
                if f.init and stack.field_name(f.name) == f.name and getattr(trained_args, f.name) != getattr(plain, f.name)}
     user = {key for key, source in run.chosen["sources"].items() if source in ("user", "batch rule")}
     table = changes_table(err)
-    # transformers 4 stamps logging_dir's default with the time it was made
-    assert differs - {"generation_batch_size", "steps_per_generation", "logging_dir"} - user <= set(table) | {"output_dir"} - user
+    # transformers 4 stamps logging_dir's default with the time it was made; TRL 1.16's trainer sets
+    # ddp_find_unused_parameters itself for a vision-language model (trl/trainer/grpo_trainer.py)
+    derived = {"generation_batch_size", "steps_per_generation", "logging_dir", "ddp_find_unused_parameters"}
+    assert differs - derived - user <= set(table) | {"output_dir"} - user, (differs - derived - user - set(table), table)
     return config
 
 

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from grpo_lite.launch.recipe import read_recipe, run_recipe
+from grpo_lite.machine import stack
 from grpo_lite.run.record import read_run
 
 from .checks import check_port
@@ -126,6 +127,8 @@ def test_open_r1s_demo_recipe_trains_as_written(tmp_path, capsys):
     run = read_run(port["output_dir"])
     assert run.settings.reward_weights == [1.0, 1.0, 1.0]
     assert [f.__name__ for f in result.trainer.reward_funcs] == ["accuracy_reward", "format_reward", "tag_count_reward"]
-    assert config["gradient_checkpointing_kwargs"] == {"use_reentrant": False}
+    # under the name the installed transformers reads (activation_checkpointing_kwargs from 5.23), said once (check_port)
+    assert config[stack.field_name("gradient_checkpointing_kwargs")] == {"use_reentrant": False}
+    assert getattr(result.trainer.args, stack.field_name("gradient_checkpointing")) is True
     assert result.trainer.train_dataset[0]["prompt"][0] == {"role": "system", "content": original["system_prompt"]}
     assert "solution" in result.trainer.train_dataset.column_names  # accuracy_reward(completions, solution) reads it

@@ -60,6 +60,9 @@ def _run_cell(number: int, ns: dict) -> None:
 def notebook(tmp_path, capsys, monkeypatch):
     """The notebook up to its trainer: the model, its cells run, the dataset and GRPOConfig keywords."""
     environments = Path(sysconfig.get_paths()["purelib"]) / "unsloth_zoo" / "rl_environments.py"
+    if not environments.exists():
+        pytest.skip("Unsloth is not installed (the newest releases' venv has none: Unsloth caps them), and the notebook's "
+                    "game helpers are unsloth_zoo's")
     spec = importlib.util.spec_from_file_location("rl_environments", environments)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
