@@ -208,9 +208,10 @@ def _dashboard(dashboard: Any, output_dir: Path) -> list[TrainerCallback]:
 def grpo_trainer(model, tokenizer, dataset, rewards, config, callbacks, **rollouts):
     """TRL's GRPOTrainer for the run; ``rollouts``: its tools, environment_factory or rollout_func, where given
     (grpo_lite.training.rollouts)."""
-    from .trl_compat import enable_cpu_logprobs, enable_input_grads_for_checkpointing, prepare_for_unsloth_trainer
+    from .trl_compat import enable_cpu_logprobs, enable_input_grads_for_checkpointing, prepare_for_unsloth_trainer, restore_cpu_storages_by_index
 
     enable_cpu_logprobs()
+    restore_cpu_storages_by_index()
     prepare_for_unsloth_trainer(model, config)
     enable_input_grads_for_checkpointing(model, config)
     from trl import GRPOTrainer
