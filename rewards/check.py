@@ -36,7 +36,7 @@ from .correctness import final_answer, gold_answers
 from .diagnoses import DIAGNOSIS, TIE
 from .display import RichReport
 from .errors import RewardError
-from .extract import completion_text, is_data_frame, is_missing
+from .extract import completion_text, is_data_frame, is_missing, several_splits
 from .registry import resolve_rewards
 
 RESERVED = ("prompt", "completion", "completion_ids")
@@ -342,6 +342,8 @@ def check_rewards(
 def records(samples: Any) -> list[dict[str, Any]]:
     """Rows as dicts from a list of dicts, a ``datasets.Dataset`` or a pandas DataFrame (by its columns), each missing
     value None."""
+    if (refusal := several_splits(samples, "samples")) is not None:
+        raise RewardError(refusal)
     if is_data_frame(samples):
         samples = samples.to_dict(orient="records")
     if isinstance(samples, (str, bytes, dict)) or not isinstance(samples, Iterable):

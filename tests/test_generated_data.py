@@ -596,6 +596,53 @@ def test_every_dataset_object_is_read_as_given_or_refused_naming_it(route, tiny,
     assert not failed, "\n".join(failed)
 
 
+# --- a dataset of splits, wherever rows are taken ------------------------------------------------------------------------
+
+# Every way rows come in: prepare_dataset and as_dataset (evaluate, preview and held-out rows read them so) by
+# load_rows, the reward lab and rescore_run by rewards.check.records, train by its own check.
+ROWS_READERS = ("prepare_dataset", "as_dataset", "check_rewards", "rescore_run", "train")
+
+
+def _splits_end(tiny, splits: list[str], streamed: bool, reader: str) -> str:
+    """``reader`` given a DatasetDict (or IterableDatasetDict) of ``splits``: refused naming every split."""
+    from datasets import IterableDatasetDict
+
+    from grpo_lite.data.prepare import as_dataset
+    from grpo_lite.evaluation.rescore import rescore_run
+    from rewards import check_rewards
+
+    rows = [{**row, "completion": row["answer"]} for row in ROWS]
+    given = (IterableDatasetDict({name: Dataset.from_list(rows).to_iterable_dataset() for name in splits}) if streamed
+             else DatasetDict({name: Dataset.from_list(rows) for name in splits}))
+    with tempfile.TemporaryDirectory() as folder:
+        try:
+            if reader == "prepare_dataset":
+                prepare_dataset(given, system_prompt=None)
+            elif reader == "as_dataset":
+                as_dataset(given)
+            elif reader == "check_rewards":
+                check_rewards(["numeric_correctness_reward"], given)
+            elif reader == "rescore_run":
+                Path(folder, "samples.jsonl").write_text(json.dumps({"step": 1, "prompt": "What is 0 + 0?",
+                                                                     "completion": "0", "advantage": 0.0}) + "\n")
+                rescore_run(folder, ["numeric_correctness_reward"], given)
+            else:
+                with up_to_the_trainer({}):
+                    train(*tiny, given, ["numeric_correctness_reward"], output_dir=Path(folder, "run"), **QUICK)
+        except UserError as error:
+            assert all(repr(name) in str(error) for name in splits), f"refused without naming its splits: {error}"
+            return refused_naming(error, type(given).__name__)
+    raise AssertionError(f"{reader} took a {type(given).__name__} as rows")
+
+
+@bounded(40)
+@given(splits=st.lists(st.from_regex(r"[a-z][a-z0-9_]{0,8}", fullmatch=True), unique=True, max_size=3),
+       streamed=st.booleans(), reader=st.sampled_from(ROWS_READERS))
+def test_a_dataset_of_splits_is_refused_naming_each_split_wherever_rows_are_taken(splits, streamed, reader, tiny,
+                                                                                  generated_inputs):
+    judge(generated_inputs, "datasets of splits", functools.partial(_splits_end, tiny, splits, streamed, reader))
+
+
 # --- rows with images: every kind of image value, good and bad -----------------------------------------------------------
 
 # Modes each format writes (PIL's writers), so a drawn good image always saves.

@@ -36,7 +36,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from rewards.extract import gold_text, is_data_frame, is_missing
+from rewards.extract import gold_text, is_data_frame, is_missing, several_splits
 
 from ..log import logger
 from ..machine import stack
@@ -89,6 +89,8 @@ def load_rows(source: Any):
     no rows, is a :class:`DatasetError` naming the file and the line."""
     from datasets import Dataset
 
+    if (refusal := several_splits(source, "the data")) is not None:
+        raise DatasetError(refusal)
     if is_data_frame(source):
         source = as_dataset(source)
     if isinstance(source, Dataset):

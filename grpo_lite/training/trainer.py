@@ -38,7 +38,7 @@ from transformers import TrainerCallback
 
 from rewards.calling import check_columns
 from rewards.combine import distinct_names, name_clashes
-from rewards.extract import is_data_frame
+from rewards.extract import is_data_frame, several_splits
 
 from ..data.prepare import DatasetError, as_dataset, check_prompts, image_column, prompt_lengths
 from ..data.prompts import check_processor_for_images, describe_row_settings, fit_dataset, remember_template_kwargs
@@ -102,13 +102,10 @@ def _training_rows(dataset, tokenizer):
 
 
 def _check_dataset(dataset) -> None:
-    from datasets import DatasetDict, IterableDataset, IterableDatasetDict
+    from datasets import IterableDataset
 
-    if isinstance(dataset, (DatasetDict, IterableDatasetDict)):
-        splits = list(dataset)
-        pick = "train" if "train" in splits else next(iter(splits), "train")
-        raise DatasetError(f"dataset is a {type(dataset).__name__} of the splits {', '.join(map(repr, splits)) or '(none)'}: "
-                           f"pass the one split to train on, dataset[{pick!r}]")
+    if (refusal := several_splits(dataset, "dataset")) is not None:
+        raise DatasetError(refusal)
     if isinstance(dataset, IterableDataset):
         # TRL 0.22 refuses one (NotImplementedError in GRPOTrainer.__init__); TRL 1.x streams it, but GRPO's groups and
         # a resumable run need rows that can be counted and indexed
