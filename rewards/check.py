@@ -289,9 +289,11 @@ def check_rewards(
     rows_in = records(samples)
     if not rows_in:
         raise RewardError("no samples: pass rows like {'prompt': ..., 'completion': ..., 'answer': ...}")
-    missing = [i for i, row in enumerate(rows_in) if "completion" not in row]
+    missing = [i for i, row in enumerate(rows_in) if row.get("completion") is None]  # absent, or a missing value
     if missing:
-        raise RewardError(f"rows {missing[:5]} have no 'completion' key; each row needs the completion to score")
+        columns = ", ".join(dict.fromkeys(key for row in rows_in for key in row)) or "none"
+        raise RewardError(f"rows {missing[:5]}{' ...' * (len(missing) > 5)} have no completion (the rows' columns: "
+                          f"{columns}); each row needs the completion to score")
     if weights is not None and len(weights) != len(funcs):
         raise RewardError(f"reward_weights has {len(weights)} values for {len(funcs)} reward functions")
 
