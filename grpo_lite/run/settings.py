@@ -414,7 +414,7 @@ class RunSettings:
             value = os.fspath(value) if isinstance(value, os.PathLike) else value
             if not isinstance(value, str):
                 return value
-            if ":" not in value:  # a bare name: what run.yaml records for a function defined in a notebook
+            if ":" not in value:  # a bare name, as a notebook names its own function
                 unimported.append(f"{where} {value!r}: name it 'module:function' or 'path/to/file.py:function'; a function "
                                   "defined in a notebook has no name a run YAML can import: move it into a .py file beside "
                                   "the YAML")

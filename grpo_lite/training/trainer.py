@@ -385,7 +385,7 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
     guarded = [guard(f, settings.reward_timeout, name=name) for f, name in zip(funcs, names)]
     if (unlimited_rewards := unlimited(guarded)) is not None:
         logger.warning(unlimited_rewards)
-    record = _record(model, settings, funcs, rollouts, config, set_weights, chosen_overrides)
+    record = _record(model, settings, funcs, names, rollouts, config, set_weights, chosen_overrides)
     record.chosen.update(rows=len(dataset), rows_fingerprint=rows_fingerprint(dataset))  # resuming compares them
     if ported.translated:
         record.chosen["translated"] = ported.translated  # the user's field -> its new form (None: dropped)
@@ -489,11 +489,11 @@ def vllm_options(model) -> dict[str, Any]:
     return options
 
 
-def _record(model, settings: RunSettings, funcs, rollouts: dict[str, Any], config, set_weights,
+def _record(model, settings: RunSettings, funcs, names: list[str], rollouts: dict[str, Any], config, set_weights,
             chosen_overrides: dict[str, Any]) -> RunRecord:
     """``run.yaml`` of this run: the settings as given (rewards, tools, environments and a rollout function by the names
     that resolve back to them), what the run chose, its GRPOConfig. Held-out rows given as a dataset are recorded by
-    their count; a recipe names their file."""
+    their count; a recipe names their file. ``names`` are the rewards' as the run logs them."""
     loaded = loaded_as(model)
     overrides = dict(settings.overrides)
     if overrides.get("vllm_sampling_params") is not None:  # a SamplingParams object: recorded by what it holds
@@ -501,7 +501,7 @@ def _record(model, settings: RunSettings, funcs, rollouts: dict[str, Any], confi
     references = map_rollout_options(rollouts, lambda thing, _: function_reference(thing))
     recorded = dataclasses.replace(settings, rewards=[reward_reference(f) for f in funcs], output_dir=None, dataset=None,
                                    load=loaded.settings if loaded else settings.load, overrides=overrides, **references)
-    chosen: dict[str, Any] = {"preset": preset_name(settings.preset)}
+    chosen: dict[str, Any] = {"preset": preset_name(settings.preset), "reward_names": list(names)}
     if settings.heldout is not None and settings.heldout.data is not None and not isinstance(settings.heldout.data, dict):
         chosen["heldout_rows"] = len(settings.heldout.data)
     if loaded is not None:
