@@ -58,7 +58,7 @@ from ..run.files import RUN_FILE, clear_run, fresh_run_dir, run_name, say_fresh_
 from ..run.porting import changes_table, option_sources, port_overrides, preset_changes, sampling_values
 from ..run.presets import preset_name
 from ..run.record import RunRecord, function_reference, reward_reference, rows_fingerprint
-from ..run.resume import finished_at, resume_checkpoint
+from ..run.resume import RecordInCheckpoints, finished_at, resume_checkpoint
 from ..run.settings import REWARD_TIMEOUT, ConfigError, Heldout, RunSettings, map_rollout_options, resolve_options
 from ..run.stopping import InterruptStops, StopSwitch
 from .rollouts import rendered_tools, reward_arguments, rollout_options
@@ -406,6 +406,7 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
         InvariantChecks(),  # before MetricsLog, which records the invariants it adds to the logs
         SampleLog(output_dir),  # before MetricsLog too: it adds the episodes' metrics
         MetricsLog(output_dir),
+        RecordInCheckpoints(),
         RewardFailureStop(guarded, switch),
         NaNStop(switch),
         InterruptStops(switch),
