@@ -36,7 +36,7 @@ from .correctness import final_answer, gold_answers
 from .diagnoses import DIAGNOSIS, TIE
 from .display import RichReport
 from .errors import RewardError
-from .extract import completion_text, is_data_frame, is_missing
+from .extract import completion_text, is_data_frame, is_missing, several_splits
 from .registry import resolve_rewards
 
 RESERVED = ("prompt", "completion", "completion_ids")
@@ -289,9 +289,11 @@ def check_rewards(
     rows_in = records(samples)
     if not rows_in:
         raise RewardError("no samples: pass rows like {'prompt': ..., 'completion': ..., 'answer': ...}")
-    missing = [i for i, row in enumerate(rows_in) if "completion" not in row]
+    missing = [i for i, row in enumerate(rows_in) if row.get("completion") is None]  # absent, or a missing value
     if missing:
-        raise RewardError(f"rows {missing[:5]} have no 'completion' key; each row needs the completion to score")
+        columns = ", ".join(dict.fromkeys(key for row in rows_in for key in row)) or "none"
+        raise RewardError(f"rows {missing[:5]}{' ...' * (len(missing) > 5)} have no completion (the rows' columns: "
+                          f"{columns}); each row needs the completion to score")
     if weights is not None and len(weights) != len(funcs):
         raise RewardError(f"reward_weights has {len(weights)} values for {len(funcs)} reward functions")
 
@@ -342,6 +344,8 @@ def check_rewards(
 def records(samples: Any) -> list[dict[str, Any]]:
     """Rows as dicts from a list of dicts, a ``datasets.Dataset`` or a pandas DataFrame (by its columns), each missing
     value None."""
+    if (refusal := several_splits(samples, "samples")) is not None:
+        raise RewardError(refusal)
     if is_data_frame(samples):
         samples = samples.to_dict(orient="records")
     if isinstance(samples, (str, bytes, dict)) or not isinstance(samples, Iterable):

@@ -77,6 +77,19 @@ def is_data_frame(value: Any) -> bool:
     return pandas is not None and isinstance(value, pandas.DataFrame)
 
 
+def several_splits(value: Any, what: str) -> str | None:
+    """Why ``value`` is not rows when it is a ``datasets.DatasetDict`` or ``IterableDatasetDict`` (what ``load_dataset``
+    returns without ``split=``): a refusal naming ``what`` it is, its splits and the one to pick; None for anything else.
+    Tells them apart without importing datasets: none exists unless it is."""
+    datasets = sys.modules.get("datasets")
+    if datasets is None or not isinstance(value, (datasets.DatasetDict, datasets.IterableDatasetDict)):
+        return None
+    splits = list(value)
+    pick = "train" if "train" in splits else next(iter(splits), "train")
+    return (f"{what} is a {type(value).__name__} of the splits {', '.join(map(repr, splits)) or '(none)'}: pass the one "
+            f"split to use, e.g. dataset[{pick!r}]")
+
+
 def extract_xml_tag(text: str, tag: str) -> str | None:
     """Content of the last ``<tag>...</tag>`` in ``text`` (stripped), or None when absent.
 

@@ -124,13 +124,46 @@ def _import_file(source: str, reference: str, what: str) -> ModuleType:
     return module
 
 
-def file_reference(func: Callable) -> str | None:
-    """``"path/to/file.py:function"`` for a function (or class) imported from a file by :func:`import_reference`, else
-    None."""
-    module = sys.modules.get(getattr(func, "__module__", None) or "")
-    source = getattr(module, "__reward_file__", None)
-    qualname = getattr(func, "__qualname__", "")
-    return f"{source}:{qualname}" if source and getattr(module, qualname, None) is func else None
+SESSION_MODULE = "__main__"  # a notebook's or a script's own names: only the session that made them can import them
+
+
+def is_session_reference(reference: Any) -> bool:
+    """Whether ``reference`` names something a notebook or script holds (``"__main__:function"``), which no other
+    process can import."""
+    return isinstance(reference, str) and reference.partition(":")[0] == SESSION_MODULE
+
+
+def reference_of(func: Any) -> str | None:
+    """The reference :func:`import_reference` reads back as ``func`` itself, from where it lives: ``"path/to/file.py:name"``
+    where a file imported by a reference holds it, ``"module:name"`` where a module holds it, ``"__main__:name"`` where
+    the notebook or script holds it (:func:`is_session_reference`); None where no module holds it (a function made
+    inside another, a ``functools.partial`` made in a call). The module ``func`` names as its own (``__module__``) is
+    asked first, then every loaded module: what a helper makes names the helper's module and lives in the module that
+    called it (a class made by ``grpo_lite.gymnasium_environment`` in the user's ``games.py``)."""
+    claimed = getattr(func, "__module__", None)
+    name = getattr(func, "__qualname__", None) or getattr(func, "__name__", None)
+    modules = dict(sys.modules)
+    session = modules.get(SESSION_MODULE)
+    aliases = {name for name, module in modules.items() if module is session}  # multiprocessing's __mp_main__
+    order = [claimed] if claimed in modules and claimed not in aliases else []
+    order += sorted(set(modules) - aliases - {claimed}) + [SESSION_MODULE]
+    for module_name in order:
+        module = modules.get(module_name)
+        if (attribute := _held_as(module, func, name)) is not None:
+            source = getattr(module, "__reward_file__", None)
+            return f"{source}:{attribute}" if source else f"{module_name}:{attribute}"
+    return None
+
+
+def _held_as(module: Any, func: Any, name: str | None) -> str | None:
+    """The name ``module`` holds ``func`` under (``name`` first), or None."""
+    namespace = getattr(module, "__dict__", None)
+    if not isinstance(namespace, dict):
+        return None
+    if name and namespace.get(name) is func:
+        return name
+    return next((attribute for attribute, value in list(namespace.items()) if value is func and attribute.isidentifier()),
+                None)
 
 
 def import_reference(path: str, what: str = "reward") -> Callable:
@@ -140,6 +173,9 @@ def import_reference(path: str, what: str = "reward") -> Callable:
     if not module_name or not attribute:
         raise RewardError(f"{what} {path!r}: write 'module:function' or 'path/to/file.py:function', e.g. "
                           "'my_rewards:correctness_reward'")
+    if module_name.startswith("<") or "<locals>" in attribute:
+        raise RewardError(f"{what} {path!r} was made inside a function or a call, where no module holds it, and cannot "
+                          "be imported: define it at the top level of a .py file and name it 'path/to/file.py:function'")
     if is_file_reference(module_name):
         module = _import_file(module_name, path, what)
     else:
@@ -153,6 +189,9 @@ def import_reference(path: str, what: str = "reward") -> Callable:
             raise RewardError(f"{what} {path!r}: importing module {module_name!r} raised {type(error).__name__}: {error}; "
                               "fix the module (it runs when it is imported)") from error
     func = getattr(module, attribute, None)
+    if func is None and module_name == SESSION_MODULE:
+        raise RewardError(f"{what} {path!r} was defined in a notebook or script, which only the session that defined it "
+                          f"can import: move it into a .py file and name it 'path/to/file.py:{attribute}'")
     if func is None:
         where = f"file {module_name!r}" if is_file_reference(module_name) else f"module {module_name!r}"
         raise RewardError(f"{what} {path!r}: {where} has no {attribute!r}"

@@ -110,3 +110,16 @@ def test_a_model_plays_a_gymnasium_game_through_trl_and_each_rollout_is_an_episo
     for row in samples:  # the game's own reward, named after the environment's class
         assert row["rewards"]["FrozenLake"] == 0.0
     assert any(record["tools/call_frequency"] > 0 for record in read_metrics(tmp_path / "run"))
+
+
+def test_a_game_made_in_the_users_file_is_recorded_by_that_file_and_reads_back_as_itself(tmp_path, monkeypatch):
+    from grpo_lite.run.record import function_reference
+    from rewards.registry import import_reference
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "games.py").write_text("from grpo_lite import gymnasium_environment\n\n"
+                                       f"Lake = gymnasium_environment('FrozenLake-v1', actions={MOVES!r}, is_slippery=False)\n")
+    Lake = import_reference("games.py:Lake", what="environment_factory")  # as a run YAML names it
+    assert Lake.__module__ == "grpo_lite.environments.gymnasium_env"  # made by the helper, which names its own module
+    assert function_reference(Lake) == "games.py:Lake"  # recorded by where it lives
+    assert import_reference(function_reference(Lake)) is Lake

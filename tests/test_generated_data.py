@@ -25,6 +25,7 @@ be taken; a UTF-8 file must end as the same text without a BOM and with LF line 
 with every message's text. Anything else fails the test, unless its input is of a class in KNOWN_DEFECTS.
 """
 
+import contextlib
 import csv
 import functools
 import io
@@ -400,6 +401,65 @@ def test_a_data_file_in_any_encoding_is_read_as_its_utf8_text_is_or_refused_nami
     judge(generated_inputs, "data files", check, classes, KNOWN_DEFECTS)
 
 
+# --- the reward lab's rows from a file: grpo-lite score --data -----------------------------------------------------------
+
+LAB_LINES = ("text completion", "chat completion", "no completion", "blank", "not JSON", "not an object")
+
+
+@st.composite
+def lab_file(draw):
+    """A JSON-lines file of the reward lab's rows: its lines (a row with a completion as text or chat messages and a gold
+    answer, a row without a completion, a blank line, a line cut short or of no JSON, a JSON value that is no object),
+    the last with its newline or without."""
+    lines = []
+    for kind in draw(st.lists(st.sampled_from(LAB_LINES), min_size=1, max_size=5)):
+        text = draw(TEXT)
+        row = {"answer": draw(WORD)}
+        if kind != "no completion":
+            row["completion"] = [{"role": "assistant", "content": text}] if kind == "chat completion" else text
+        line = json.dumps(row, ensure_ascii=False)
+        lines.append((kind, {"blank": "", "not JSON": line[:draw(st.integers(1, len(line) - 1))],
+                             "not an object": json.dumps([text])}.get(kind, line)))
+    return lines, draw(st.booleans())
+
+
+def lab_file_ends(lines: list[tuple[str, str]], newline_at_end: bool) -> str:
+    """``grpo-lite score --data`` on the file of ``lines``: each row reaches the lab as written, or the refusal names
+    the file (its line, for a line that is no row; the rows' columns, for rows without a completion)."""
+    from grpo_lite.launch.cli import main
+
+    text = "\n".join(line for _, line in lines) + ("\n" if newline_at_end else "")
+    rows = [json.loads(line) for kind, line in lines if kind.endswith("completion")]
+    scored: list = []
+    with tempfile.TemporaryDirectory() as folder, pytest.MonkeyPatch.context() as patch:
+        import rewards
+
+        lab = rewards.check_rewards
+        patch.setattr(rewards, "check_rewards", lambda funcs, given, **kw: scored.append(given) or lab(funcs, given, **kw))
+        path = Path(folder, "rows.jsonl")
+        path.write_text(text, encoding="utf-8")
+        said = io.StringIO()
+        with contextlib.redirect_stderr(said), contextlib.redirect_stdout(io.StringIO()):
+            code = main(["score", "--data", str(path), "--rewards", "exact_match_reward"])
+    said = said.getvalue()
+    bad = next((number for number, (kind, line) in enumerate(lines, 1) if kind in ("not JSON", "not an object")), None)
+    if bad is not None or not rows or any(kind == "no completion" for kind, _ in lines):
+        assert code == 2 and (f"grpo-lite: {path}" in said or f"--data {path}" in said), f"refused without the file: {said}"
+        if bad is not None:
+            assert f"line {bad}:" in said, f"refused without its line {bad}: {said}"
+        elif rows:
+            assert "(the rows' columns: answer" in said, f"refused without the rows' columns: {said}"
+        return "refused"
+    assert code in (0, 1) and scored == [rows], f"the lab scored {scored}, not the file's rows {rows}: {said}"
+    return "accepted"
+
+
+@bounded()
+@given(file=lab_file())
+def test_a_reward_lab_file_reaches_the_lab_as_written_or_is_refused_naming_the_file_and_line(file, generated_inputs):
+    judge(generated_inputs, "reward lab files", lambda: lab_file_ends(*file))
+
+
 # --- ready-made prompts: every chat shape -------------------------------------------------------------------------------
 
 ROLES = st.sampled_from(["system", "user", "assistant", "tool", "bot", "", None, 3])
@@ -594,6 +654,53 @@ def test_every_dataset_object_is_read_as_given_or_refused_naming_it(route, tiny,
         except Exception as failure:
             failed.append(f"{name}: {type(failure).__name__}: {str(failure).splitlines()[0][:300]}")
     assert not failed, "\n".join(failed)
+
+
+# --- a dataset of splits, wherever rows are taken ------------------------------------------------------------------------
+
+# Every way rows come in: prepare_dataset and as_dataset (evaluate, preview and held-out rows read them so) by
+# load_rows, the reward lab and rescore_run by rewards.check.records, train by its own check.
+ROWS_READERS = ("prepare_dataset", "as_dataset", "check_rewards", "rescore_run", "train")
+
+
+def _splits_end(tiny, splits: list[str], streamed: bool, reader: str) -> str:
+    """``reader`` given a DatasetDict (or IterableDatasetDict) of ``splits``: refused naming every split."""
+    from datasets import IterableDatasetDict
+
+    from grpo_lite.data.prepare import as_dataset
+    from grpo_lite.evaluation.rescore import rescore_run
+    from rewards import check_rewards
+
+    rows = [{**row, "completion": row["answer"]} for row in ROWS]
+    given = (IterableDatasetDict({name: Dataset.from_list(rows).to_iterable_dataset() for name in splits}) if streamed
+             else DatasetDict({name: Dataset.from_list(rows) for name in splits}))
+    with tempfile.TemporaryDirectory() as folder:
+        try:
+            if reader == "prepare_dataset":
+                prepare_dataset(given, system_prompt=None)
+            elif reader == "as_dataset":
+                as_dataset(given)
+            elif reader == "check_rewards":
+                check_rewards(["numeric_correctness_reward"], given)
+            elif reader == "rescore_run":
+                Path(folder, "samples.jsonl").write_text(json.dumps({"step": 1, "prompt": "What is 0 + 0?",
+                                                                     "completion": "0", "advantage": 0.0}) + "\n")
+                rescore_run(folder, ["numeric_correctness_reward"], given)
+            else:
+                with up_to_the_trainer({}):
+                    train(*tiny, given, ["numeric_correctness_reward"], output_dir=Path(folder, "run"), **QUICK)
+        except UserError as error:
+            assert all(repr(name) in str(error) for name in splits), f"refused without naming its splits: {error}"
+            return refused_naming(error, type(given).__name__)
+    raise AssertionError(f"{reader} took a {type(given).__name__} as rows")
+
+
+@bounded(40)
+@given(splits=st.lists(st.from_regex(r"[a-z][a-z0-9_]{0,8}", fullmatch=True), unique=True, max_size=3),
+       streamed=st.booleans(), reader=st.sampled_from(ROWS_READERS))
+def test_a_dataset_of_splits_is_refused_naming_each_split_wherever_rows_are_taken(splits, streamed, reader, tiny,
+                                                                                  generated_inputs):
+    judge(generated_inputs, "datasets of splits", functools.partial(_splits_end, tiny, splits, streamed, reader))
 
 
 # --- rows with images: every kind of image value, good and bad -----------------------------------------------------------

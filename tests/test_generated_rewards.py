@@ -34,6 +34,7 @@ from hypothesis import strategies as st
 
 from grpo_lite import load_model, prepare_dataset, read_metrics, train
 from rewards import check_rewards
+from rewards.extract import completion_text
 
 N_ROWS = 6
 # Classes of input that fail today, each with what it does now; an entry goes when its fix is in.
@@ -48,8 +49,8 @@ SCORES = {
 }
 CONTAINERS = ("list", "tuple", "numpy array", "torch tensor", "generator")
 LENGTHS = ("one per completion", "one short", "one too many", "one number", "nothing")
-MUTATIONS = ("none", "appends a completion", "replaces a completion", "changes a prompt's message", "changes a column",
-             "changes the token ids")
+MUTATIONS = ("none", "appends a completion", "replaces a completion", "changes a completion's message in place",
+             "empties a completion's messages", "changes a prompt's message", "changes a column", "changes the token ids")
 
 
 @dataclass
@@ -94,6 +95,10 @@ def _mutate(spec: Spec, prompts, completions, completion_ids, kwargs) -> None:
         completions.append("changed")
     elif spec.mutation == "replaces a completion" and completions:
         completions[0] = "changed"
+    elif spec.mutation == "changes a completion's message in place" and completions and isinstance(completions[-1], list):
+        completions[-1][0]["content"] = "changed"
+    elif spec.mutation == "empties a completion's messages" and completions and isinstance(completions[0], list):
+        completions[0].clear()
     elif spec.mutation == "changes a prompt's message" and prompts and isinstance(prompts[0], list):
         prompts[0][0]["content"] = "changed"
     elif spec.mutation == "changes a column" and kwargs.get("answer"):
@@ -206,6 +211,8 @@ def lab_ends(drawn, rows) -> str:
     given = copy.deepcopy(rows)
     report = check_rewards([build(s) for s in drawn], rows)
     assert rows == given, f"the lab changed the rows it was handed: {rows!r}"
+    assert [row["completion"] for row in report.rows] == [completion_text(row["completion"]) for row in given], \
+        "the report shows completions other than the rows'"
     failing = False
     for s in drawn:
         problems, scores = expected_problems(s, len(rows))

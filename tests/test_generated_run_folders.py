@@ -17,6 +17,7 @@ a class in KNOWN_DEFECTS.
 """
 
 import functools
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -29,7 +30,7 @@ from hypothesis import strategies as st
 
 from grpo_lite import load_model, prepare_dataset, train
 from grpo_lite.errors import UserError
-from grpo_lite.run.files import METRICS_FILE, RUN_FILE
+from grpo_lite.run.files import METRICS_FILE, RECORD_STAMP, RUN_FILE, record_change
 from grpo_lite.training import trainer
 
 ROWS = [{"question": f"What is {i} + {i}?", "answer": str(2 * i)} for i in range(4)]
@@ -41,7 +42,8 @@ STATES = ("no folder", "an empty folder", "the user's files only", "a finished r
           "a run with its run.yaml edited")
 CUTS = ("its last checkpoint half saved", "its last checkpoint gone", "its weights gone", "its summary gone",
         "its last metrics line lost")
-EDITS = ("another learning rate", "more steps", "another reward", "text that is no YAML", "nothing")
+EDITS = ("another learning rate", "more steps", "another reward", "text that is no YAML", "nothing", "one key changed",
+         "cut short", "its stamp line removed", "gone")
 CHANGES = ("the run's settings", "more steps", "another learning rate", "another reward", "other rows")
 # Classes of input that fail today, each with what it does now; an entry goes when its fix is in.
 KNOWN_DEFECTS: dict[str, str] = {}
@@ -63,8 +65,9 @@ def finished(tiny, tmp_path_factory):
     return folder
 
 
-def make_folder(finished: Path, at: Path, state: str, detail: str | None, user_files: list[str]) -> None:
-    """The folder ``at`` in ``state`` (with the cut or edit ``detail``), the user's files among it."""
+def make_folder(finished: Path, at: Path, state: str, detail: str | None, user_files: list[str], pick: int = 0) -> None:
+    """The folder ``at`` in ``state`` (with the cut or edit ``detail``; ``pick`` chooses the line an edit changes or cuts
+    at), the user's files among it."""
     if state in STATES[3:]:
         shutil.copytree(finished, at)
     elif state != "no folder":
@@ -84,15 +87,29 @@ def make_folder(finished: Path, at: Path, state: str, detail: str | None, user_f
             (at / METRICS_FILE).write_text("".join(lines[:-1]))
     elif state == "a run with its run.yaml edited":
         record = at / RUN_FILE
-        document = yaml.safe_load(record.read_text())
+        text = record.read_text()
+        document = yaml.safe_load(text)
         if detail == "another learning rate":
             document["grpo_config"]["learning_rate"] *= 10
         elif detail == "more steps":
             document["overrides"]["max_steps"] = document["grpo_config"]["max_steps"] = 3
         elif detail == "another reward":
             document["rewards"] = ["exact_match_reward"]
-        record.write_text("model: [unclosed\n" if detail == "text that is no YAML" else
-                          "" if detail == "nothing" else yaml.safe_dump(document, sort_keys=False))
+        if detail == "one key changed":  # by hand, the line's value and nothing else
+            lines = text.splitlines(keepends=True)
+            at_line = [i for i, line in enumerate(lines) if re.fullmatch(r" *[a-z_]+: [^\s\[{].*\n", line)][pick % 50]
+            indent, key = re.match(r"( *)([a-z_]+):", lines[at_line]).groups()
+            lines[at_line] = f"{indent}{key}: edited by hand\n"
+            record.write_text("".join(lines))
+        elif detail == "cut short":
+            record.write_text(text[:1 + pick % (len(text) - len(text.splitlines()[-1]) - 2)])
+        elif detail == "its stamp line removed":
+            record.write_text(text.rpartition(RECORD_STAMP)[0])
+        elif detail == "gone":
+            record.unlink()
+        else:
+            record.write_text("model: [unclosed\n" if detail == "text that is no YAML" else
+                              "" if detail == "nothing" else yaml.safe_dump(document, sort_keys=False))
     for name in user_files:
         (at / name).parent.mkdir(parents=True, exist_ok=True)
         (at / name).write_text(USER_FILES[name])
@@ -110,16 +127,17 @@ def situations(draw):
     detail = draw(st.sampled_from(CUTS if state == "a run cut short" else EDITS)) if state in STATES[4:] else None
     user_files = [] if state == "no folder" else draw(st.lists(st.sampled_from(sorted(USER_FILES)), unique=True, max_size=2))
     resume, overwrite = draw(st.booleans()), draw(st.integers(0, 3)) == 0
-    return state, detail, user_files, resume, overwrite, draw(st.sampled_from(CHANGES))
+    return state, detail, user_files, resume, overwrite, draw(st.sampled_from(CHANGES)), draw(st.integers(0, 10**6))
 
 
 def expected_end(state: str, detail: str | None, user_files: tuple, resume: bool, overwrite: bool,
-                 change: str) -> tuple[str, set[str]]:
+                 change: str, pick: int = 0) -> tuple[str, set[str]]:
     """How a call must end: ``accepted`` (for a finished run resumed: with nothing trained and the folder as it was),
     ``refused``, or ``refused or elsewhere`` (refused, or run in a fresh folder of its own); and the KNOWN_DEFECTS
-    classes the call belongs to. A folder holding no run but files of the user's, or a run.yaml edited since, is
-    refused whatever is asked: nothing there is replaced. The user's files beside a run are the run's folder's: kept."""
-    if (user_files and state in STATES[:3]) or state == STATES[5] or (resume and overwrite):
+    classes the call belongs to. A folder holding no run but files of the user's is refused whatever is asked: nothing
+    there is replaced. A run whose run.yaml was edited since (cut short or removed too) is replaced by overwrite, as its
+    refusal offers, and refused otherwise. The user's files beside a run are the run's folder's: kept."""
+    if (user_files and state in STATES[:3]) or (state == STATES[5] and not (overwrite and not resume)) or (resume and overwrite):
         return "refused", set()
     if state in STATES[:3]:  # a new folder: resume=True starts the run there (a notebook cell run again resumes it)
         return "accepted", set()
@@ -142,14 +160,15 @@ def _keywords(change: str) -> tuple[list, dict]:
 def folder_ends(tiny, finished, situation, real: bool) -> str:
     """``train()`` into the folder of ``situation``, up to the trainer (or, ``real``, training): how it ended, once the
     end and the folder are checked against what :func:`expected_end` allows."""
-    state, detail, user_files, resume, overwrite, change = situation
+    state, detail, user_files, resume, overwrite, change, pick = situation
     expected, _ = expected_end(*situation)
     model, tokenizer = tiny
     rewards, keywords = _keywords(change)
     dataset = prepare_dataset(OTHER_ROWS if change == "other rows" else ROWS, system_prompt=None)
     with tempfile.TemporaryDirectory() as work:
         folder = Path(work, "run")
-        make_folder(finished, folder, state, detail, user_files)
+        make_folder(finished, folder, state, detail, user_files, pick)
+        edit = record_change(folder) if state == STATES[5] else ""
         before = files_in(folder)
         captured: dict = {}
         try:
@@ -164,6 +183,9 @@ def folder_ends(tiny, finished, situation, real: bool) -> str:
         except UserError as error:
             assert expected != "accepted", f"refused: {error}"
             assert files_in(folder) == before, f"refused ({error}) after changing the folder"
+            if state == STATES[5] and resume and not overwrite:  # what the edit changed, by key, or that it cut or removed
+                assert edit and edit in str(error), f"refused without saying what the edit changed ({edit!r}): {error}"
+                assert _says_the_edit(detail, edit), f"{detail}: said as {edit!r}"
             return refused_naming(error, str(folder), "learning_rate", "reward", RUN_FILE, "resume=True and overwrite=True")
         assert expected != "refused", "accepted"
         after = files_in(folder)
@@ -179,6 +201,15 @@ def folder_ends(tiny, finished, situation, real: bool) -> str:
         if resume:
             _assert_resumed(before, after, captured.get("checkpoint"), real)
         return "accepted"
+
+
+def _says_the_edit(detail: str, said: str) -> bool:
+    """Whether ``said`` (:func:`~grpo_lite.run.files.record_change`) tells the edit ``detail`` made."""
+    return {"another learning rate": "grpo_config.learning_rate: ", "more steps": "max_steps: 2 -> 3",
+            "another reward": "rewards: ['numeric_correctness_reward'] -> ['exact_match_reward']",
+            "text that is no YAML": "no longer reads as YAML", "nothing": "cut short after line 0 of",
+            "one key changed": "-> 'edited by hand'", "cut short": "cut short after line",
+            "its stamp line removed": "cut short after line", "gone": "it is gone"}[detail] in said
 
 
 def _assert_resumed(before: dict, after: dict, checkpoint, real: bool) -> None:

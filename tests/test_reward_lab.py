@@ -85,8 +85,10 @@ def test_groups_where_every_completion_ties_are_flagged():
 def test_unreadable_completions_and_bad_input_are_reported():
     report = check_rewards([soft_xml_format_reward], [{"completion": 42}, {"completion": "<answer>1</answer>"}])
     assert [(p.kind, p.row) for p in report.problems if p.kind == "unreadable_completion"] == [("unreadable_completion", 0)]
-    with pytest.raises(ValueError, match="no 'completion' key"):
+    with pytest.raises(ValueError, match=r"rows \[0\] have no completion \(the rows' columns: text\)"):
         check_rewards([soft_xml_format_reward], [{"text": "x"}])
+    with pytest.raises(ValueError, match=r"rows \[1\] have no completion \(the rows' columns: completion, answer\)"):
+        check_rewards([soft_xml_format_reward], [{"completion": "x", "answer": "1"}, {"completion": None, "answer": "2"}])
     with pytest.raises(ValueError, match="reward_weights has 1 values for 2"):
         check_rewards([soft_xml_format_reward, always_one], ROWS, reward_weights=[1.0])
 

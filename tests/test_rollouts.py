@@ -214,6 +214,32 @@ def test_a_model_calling_a_tool_trains_and_each_rollout_is_an_episode(tool_calle
     assert read_run(tmp_path).settings.tools == ["games:guess"]  # by the name that imports it again
 
 
+def guess_with_clues(number: int) -> list:
+    """Guess the secret number.
+
+    Args:
+        number: The number guessed, from 1 to 9.
+    """
+    return [guess(number), number, {"tries": 1, "range": [1, 9]}]
+
+
+guess_with_clues.__name__ = "guess"  # the tool the model learnt to call, answering with a list
+
+
+@pytest.mark.slow
+@newer_only("tools")
+def test_a_tool_answering_with_a_list_is_recorded_as_the_model_was_shown_it(tool_caller, tmp_path):
+    model, tokenizer = load_model(str(tool_caller), lora_rank=8)
+    result = train(model, tokenizer, game_rows(), [calls_reward], output_dir=tmp_path, tools=[guess_with_clues],
+                   max_tool_calling_iterations=1, **{**STEPS, "max_steps": 1})
+    shown = [message["content"] for completion in result.trainer._logs["completion"] for message in completion
+             if message["role"] == "tool"]  # as TRL showed them to the model: the list itself
+    kept = [turn["result"] for row in read_samples(tmp_path) for turn in row["episode"] if turn["turn"] == "tool"]
+    assert shown and kept == shown and all(isinstance(result, list) for result in kept)
+    assert ["correct", 5, {"tries": 1, "range": [1, 9]}] in kept
+    assert read_run(tmp_path).settings.tools == [f"{__name__}:guess_with_clues"]
+
+
 @pytest.mark.slow
 @newer_only("environment_factory")
 def test_an_environment_per_rollout_is_reset_with_its_row_and_scores_it(tool_caller, tmp_path):

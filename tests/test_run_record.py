@@ -2,6 +2,7 @@
 
 import dataclasses
 import logging
+import sys
 
 import pytest
 import torch
@@ -155,17 +156,32 @@ def test_max_seq_length_is_enforced_on_the_transformers_backend(tiny_model_dir, 
               max_steps=1, num_generations=2, per_device_train_batch_size=2, max_completion_length=16)
 
 
-def test_a_launch_kit_refuses_a_reward_it_could_not_import(tmp_path):
-    def notebook_reward(completions, **kwargs):
+def test_a_launch_kit_refuses_a_reward_it_could_not_import(tmp_path, monkeypatch):
+    def made_in_a_function(completions, **kwargs):
         return [0.0] * len(completions)
 
-    from grpo_lite.run.record import reward_reference
+    def numeric_correctness_reward(completions, **kwargs):  # a notebook's own, named as a built-in is
+        return [1.0] * len(completions)
 
-    assert reward_reference(notebook_reward) == "notebook_reward"  # defined in a function: no importable path
+    from grpo_lite.run.record import reward_reference
+    from rewards import resolve_rewards
+
+    numeric_correctness_reward.__module__ = "__main__"
+    numeric_correctness_reward.__qualname__ = "numeric_correctness_reward"
+    monkeypatch.setattr(sys.modules["__main__"], "numeric_correctness_reward", numeric_correctness_reward, raising=False)
+    made = reward_reference(made_in_a_function)
+    assert made == f"{__name__}:{made_in_a_function.__qualname__}"  # no module holds it: reads back as nothing
     assert reward_reference(digit_reward) == f"{__name__}:digit_reward"
-    settings = RunSettings(model="m", rewards=[reward_reference(notebook_reward)], dataset={"builtin": "arithmetic"})
-    with pytest.raises(ValueError, match="Move it into a module .* rewards=\\['my_rewards:notebook_reward'\\]"):
-        write_launch_kit(settings, tmp_path / "kit")
+    notebook = reward_reference(numeric_correctness_reward)
+    assert notebook == "__main__:numeric_correctness_reward"  # not the built-in's name, which reads back as the built-in
+    assert resolve_rewards(notebook)[0] == [numeric_correctness_reward]  # in the session that made it, itself
+    for reference, said in ((made, r"was made inside a function or a call, .* define it at the top level of a \.py file"),
+                            (notebook, r"rewards\[0\] '__main__:numeric_correctness_reward': defined in the notebook or "
+                                       r"script that trained the run, .* name it 'my_code\.py:numeric_correctness_reward'")):
+        settings = RunSettings(model="m", rewards=[reference], dataset={"builtin": "arithmetic"})
+        with pytest.raises(ValueError, match=said):
+            write_launch_kit(settings, tmp_path / "kit")
+        assert not (tmp_path / "kit").exists()
 
 
 def test_from_pretrained_keywords_of_any_type_are_recorded(tiny_model_dir, tmp_path):

@@ -149,8 +149,8 @@ def test_a_dataset_of_splits_or_a_stream_is_refused_with_the_fix(shape, tiny_mod
              "DatasetDict without a train split": lambda: DatasetDict(easy=arithmetic),
              "IterableDataset": arithmetic.to_iterable_dataset,
              "IterableDatasetDict": lambda: IterableDatasetDict(train=arithmetic.to_iterable_dataset())}[shape]()
-    fix = {"DatasetDict": r"of the splits 'train', 'test': pass the one split to train on, dataset\['train'\]",
-           "DatasetDict without a train split": r"of the splits 'easy': pass the one split to train on, dataset\['easy'\]",
+    fix = {"DatasetDict": r"of the splits 'train', 'test': pass the one split to use, e.g. dataset\['train'\]",
+           "DatasetDict without a train split": r"of the splits 'easy': pass the one split to use, e.g. dataset\['easy'\]",
            "IterableDataset": r"is an IterableDataset \(a stream\).*Dataset.from_list\(list\(dataset.take\(n\)\)\)",
            "IterableDatasetDict": r"IterableDatasetDict of the splits 'train'"}[shape]
     model, tokenizer = tiny_model

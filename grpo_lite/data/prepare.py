@@ -36,7 +36,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from rewards.extract import gold_text, is_data_frame, is_missing
+from rewards.extract import gold_text, is_data_frame, is_missing, several_splits
 
 from ..log import logger
 from ..machine import stack
@@ -89,6 +89,8 @@ def load_rows(source: Any):
     no rows, is a :class:`DatasetError` naming the file and the line."""
     from datasets import Dataset
 
+    if (refusal := several_splits(source, "the data")) is not None:
+        raise DatasetError(refusal)
     if is_data_frame(source):
         source = as_dataset(source)
     if isinstance(source, Dataset):
@@ -297,6 +299,21 @@ def _check_placeholders(prompt: Any, count: int, where: str, column: str | None,
 
 
 def _read_file(path: Path):
+    rows = _file_rows(path)
+    return rows if path.suffix.lower() == ".csv" else _to_dataset(rows, _row_places(path, len(rows)))
+
+
+def read_records(path: str | Path) -> list[dict[str, Any]]:
+    """The rows of a ``.jsonl``, ``.json`` or ``.csv`` data file as dicts, each value as the file writes it (JSON's own
+    types, not one Arrow type per column: a column may mix text and chat messages, as the completions a reward lab
+    scores do), missing ones None; read by the rules of every data file (:func:`load_rows`): every line must be read,
+    and a file that cannot be is a :class:`DatasetError` naming the file and the line."""
+    rows = _file_rows(Path(path))
+    return _present(rows if isinstance(rows, list) else rows.to_list())
+
+
+def _file_rows(path: Path):
+    """A data file's rows: a Dataset for a CSV file, a list of dicts for a JSON or JSON-lines one; at least one."""
     if not path.exists():
         raise DatasetError(f"data file {str(path)!r} does not exist")
     if not path.is_file():
@@ -324,7 +341,7 @@ def _read_file(path: Path):
         rows = _json_lines(path, text)
     if not len(rows):
         raise DatasetError(f"{path} has no rows")
-    return rows if suffix == ".csv" else _to_dataset(rows, _row_places(path, len(rows)))
+    return rows
 
 
 def _read_csv(path: Path, text: str):

@@ -14,9 +14,10 @@ from rewards.diagnoses import Finding, finding
 from ..monitor.samples import is_tool_error
 
 
-def tool_results(rows: list[dict[str, Any]]) -> dict[str, list[str]]:
-    """Each tool's results over the episodes, by the name the model called it by."""
-    results: dict[str, list[str]] = {}
+def tool_results(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    """Each tool's results over the episodes, by the name the model called it by (text, or a list as the model was shown
+    it: :func:`grpo_lite.monitor.samples.tool_result`)."""
+    results: dict[str, list[Any]] = {}
     for row in rows:
         for turn in row["episode"]:
             if turn["turn"] == "tool":

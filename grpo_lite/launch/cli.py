@@ -50,17 +50,24 @@ def _score(args) -> int:
 
     from rich.console import Console
 
-    from rewards import check_rewards
+    from rewards import check_rewards, resolve_rewards
+    from rewards.errors import RewardError
 
     from ..errors import NotFound
-    from ..run.files import read_jsonl
 
     source = args.data or args.run
     if not source.exists():
         raise NotFound(f"{'--data' if args.data else '--run'} {source}: no such file or folder")
     names = args.rewards.split(",")
     if args.data:  # the reward library alone: no transformers to import, so a file is scored in seconds
-        report = check_rewards(names, read_jsonl(args.data))
+        from ..data.prepare import read_records
+
+        funcs, weights = resolve_rewards(names)
+        rows = read_records(args.data)
+        try:
+            report = check_rewards(funcs, rows, reward_weights=weights)
+        except RewardError as error:  # the rewards were read: what the lab refuses is the rows
+            raise RewardError(f"--data {args.data}: {error}") from None
     else:
         from ..data.prepare import load_rows
         from ..evaluation.rescore import rescore_run

@@ -170,18 +170,25 @@ def _shipped(reference: Any, out: Path) -> Any:
 
 
 def _check_importable(settings: RunSettings) -> None:
-    """Every reward, tool, environment and rollout function the kit's run names can be imported there."""
+    """Every reward, tool, environment and rollout function the kit's run names can be imported there: none is the
+    notebook's or script's own (``__main__:name``, which only its session imports), and each imports here."""
     from rewards import resolve_rewards
+    from rewards.registry import is_session_reference
 
-    settings.rollouts()  # a tool or environment named by a notebook function's bare name is refused, with the fix
+    named = [(f"rewards[{i}]", reference) for i, reference in enumerate(settings.rewards)]
+    map_rollout_options(settings.rollout_references(), lambda reference, where: named.append((where, reference)))
+    session = [(where, reference) for where, reference in named if is_session_reference(reference)]
+    if session:
+        listed = "; ".join(f"{where} {reference!r}" for where, reference in session)
+        raise ConfigError(f"{listed}: defined in the notebook or script that trained the run, which the launch kit's run "
+                          "cannot import: move it into a .py file (my_code.py next to the kit) and name it "
+                          f"'my_code.py:{session[0][1].partition(':')[2]}'")
+    settings.rollouts()  # a tool or environment named by a bare name, or made in a call, is refused, with the fix
     for reference in settings.rewards:
         try:
             resolve_rewards(reference)
-        except ValueError:
-            raise ConfigError(
-                f"reward {reference!r} cannot be found by name, so the launch kit's run could not load it: a function "
-                f"defined in a notebook is not importable. Move it into a module (my_rewards.py next to the kit) and "
-                f"train with rewards=['my_rewards:{reference}']") from None
+        except ValueError as error:
+            raise ConfigError(f"{error}; the launch kit's run could not load it") from None
 
 
 def _launch_doc(commands: dict[str, str], num_gpus: int) -> str:

@@ -26,7 +26,9 @@ import functools
 import hashlib
 import io
 import itertools
+import json
 import math
+import sys
 import weakref
 from collections import deque
 from collections.abc import Sequence
@@ -59,7 +61,8 @@ def episode(completion: Any) -> tuple[list[dict[str, Any]], str]:
     it ended: ``"done"`` (the model's last turn calls no tool), ``"tool error"`` (the last tool result is an error, which
     TRL writes as ``{'error': ...}``) or ``"turn limit"`` (its last calls were left unanswered: max_tool_calling_iterations
     or the completion's length reached). A model turn is ``{"turn": "model", "text", "calls": [{"tool", "arguments"}]}``,
-    a result ``{"turn": "tool", "tool", "result"}``.
+    a result ``{"turn": "tool", "tool", "result"}``, its result the tool message's content as the model was shown it
+    (:func:`tool_result`).
 
     >>> episode("4")
     ([{'turn': 'model', 'text': '4', 'calls': []}], 'done')
@@ -80,7 +83,7 @@ def episode(completion: Any) -> tuple[list[dict[str, Any]], str]:
         if not isinstance(message, dict):
             continue
         if message.get("role") == "tool":
-            turns.append({"turn": "tool", "tool": str(message.get("name", "")), "result": _content_text(message.get("content"))})
+            turns.append({"turn": "tool", "tool": str(message.get("name", "")), "result": tool_result(message.get("content"))})
         else:
             turns.append(_model_turn(message))
     results = [turn for turn in turns if turn["turn"] == "tool"]
@@ -152,16 +155,66 @@ def episode_metrics(rows: list[dict[str, Any]]) -> dict[str, float]:
                                       sum(row["ended"] == "tool error" for row in rows) / len(rows))))
 
 
+def tool_result(content: Any) -> Any:
+    """A tool's result as the model was shown it: the content of the tool message TRL 1.15 builds from what the tool
+    returned (trl/trainer/grpo_trainer.py, ``_tool_call_loop``: a list as it is, content parts with images among them,
+    which the chat template renders; anything else as its ``str``, a dict or a number too). Text stays text; a list is
+    kept item by item, JSON's own values as they are, an image as itself (:class:`SampleLog` names it by the thumbnail
+    it stores), anything else as the text Python shows it by, as a template shows a list.
+
+    >>> tool_result("higher"), tool_result([3, "a", {"x": 1.5}])
+    ('higher', [3, 'a', {'x': 1.5}])
+    >>> tool_result([{"type": "text", "text": "found"}, (1, 2)])
+    [{'type': 'text', 'text': 'found'}, [1, 2]]
+    """
+    if content is None:
+        return ""
+    return content if isinstance(content, str) else _recorded(content)
+
+
+def _recorded(value: Any) -> Any:
+    if value is None or isinstance(value, (str, bool, int, float)) or is_image(value):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_recorded(item) for item in value]
+    if isinstance(value, dict) and all(isinstance(key, str) for key in value):
+        return {key: _recorded(item) for key, item in value.items()}
+    return repr(value)
+
+
+def is_image(value: Any) -> bool:
+    """Whether ``value`` is a PIL image (looked for only where PIL is imported: no image exists unless it is)."""
+    image = sys.modules.get("PIL.Image")
+    return image is not None and isinstance(value, image.Image)
+
+
+def result_text(result: Any) -> str:
+    """A recorded tool result (:func:`tool_result`) as one line of text for a view: text as it is; content parts as their
+    text, each image as ``[image <name>]``; any other list as JSON.
+
+    >>> result_text([{"type": "image", "image": "sample_images/ab.png"}, {"type": "text", "text": "a cat"}])
+    '[image sample_images/ab.png] a cat'
+    >>> result_text([1, 2])
+    '[1, 2]'
+    """
+    if isinstance(result, str):
+        return result
+    if isinstance(result, list) and all(isinstance(part, dict) and part.get("type") in ("text", "image") for part in result):
+        return " ".join(str(part.get("text", "")) if part["type"] == "text" else f"[image {part.get('image', '')}]"
+                        for part in result)
+    return json.dumps(result, ensure_ascii=False, default=str)
+
+
 def _content_text(content: Any) -> str:
     if isinstance(content, list):  # content parts: their text
         return " ".join(str(part.get("text", "")) for part in content if isinstance(part, dict) and part.get("type") == "text")
     return "" if content is None else str(content)
 
 
-def is_tool_error(result: str) -> bool:
+def is_tool_error(result: Any) -> bool:
     """Whether a tool result is TRL's record of a call that raised or named no tool: ``str({"error": message})``."""
     try:
-        value = ast.literal_eval(result) if result.startswith("{'error'") else None
+        value = ast.literal_eval(result) if isinstance(result, str) and result.startswith("{'error'") else None
     except (ValueError, SyntaxError):
         return False
     return isinstance(value, dict) and set(value) == {"error"}
@@ -386,6 +439,7 @@ class SampleLog(RunCallback):
 
     def add(self, rows: list[dict[str, Any]]) -> None:
         rows = [{**row, "images": [self._store(image) for image in row["images"]]} if "images" in row else row for row in rows]
+        rows = [{**row, "episode": self._named(row["episode"])} if "episode" in row else row for row in rows]
         self.recent.extend(rows)
         if len(self._thumbnails) > 4 * self.recent.maxlen:  # keep the images the recent rows show
             shown = {name for row in self.recent for name in row.get("images", ())}
@@ -401,6 +455,16 @@ class SampleLog(RunCallback):
             write_jsonl(self.path, kept)
             self._rows_on_disk = len(kept)
 
+
+    def _named(self, value: Any) -> Any:
+        """``value`` (an episode's turns) with each image in it (a tool's result) named by its stored thumbnail."""
+        if is_image(value):
+            return self._store(value)
+        if isinstance(value, list):
+            return [self._named(item) for item in value]
+        if isinstance(value, dict):
+            return {key: self._named(item) for key, item in value.items()}
+        return value
 
     def _store(self, image) -> str:
         """The name samples.jsonl gives ``image`` (a PIL image, or a name a row read back from a run holds already):

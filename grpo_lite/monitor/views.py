@@ -18,7 +18,7 @@ from typing import Any
 
 from ..run.settings import ConfigError
 from .health import HealthWarning, WarningSummary
-from .samples import episode, question_of
+from .samples import episode, question_of, result_text
 
 COMPLETION_CHARS = 300  # of each turn's text and each tool result
 
@@ -90,7 +90,7 @@ def episode_lines(sample: dict[str, Any]) -> list[tuple[str, str]]:
     lines = []
     for turn in turns:
         if turn["turn"] == "tool":
-            lines.append(("tool", f"{turn['tool']} -> {turn['result'][:COMPLETION_CHARS]}"))
+            lines.append(("tool", f"{turn['tool']} -> {result_text(turn['result'])[:COMPLETION_CHARS]}"))
             continue
         if turn["turn"] == "environment":
             lines.append(("environment", turn["text"][:COMPLETION_CHARS]))

@@ -7,7 +7,8 @@
       dashboard.png        the dashboard's charts                         (monitor.dashboard.LiveDashboard)
       eval.json            held-out scores before and after training      (evaluation.heldout.HeldoutEvaluation)
       train_summary.json   the Trainer's closing numbers (runtime, mean loss)
-      checkpoint-N/        the Trainer's checkpoints, whole when missing_parts names nothing (resume.latest_checkpoint)
+      checkpoint-N/        the Trainer's checkpoints, whole when missing_parts names nothing (resume.latest_checkpoint),
+                           each with run_record.yaml: the run.yaml it was saved under (record.RecordInCheckpoints)
       partial-checkpoint-N/  an incomplete checkpoint a resumed run passed over, kept (resume.resume_checkpoint)
       adapter_model.safetensors, adapter_config.json, tokenizer files: the trained weights
 
@@ -15,8 +16,10 @@ Files are replaced whole (written aside, then renamed), so a reader never sees h
 files are appended to and flushed line by line, so a killed process loses at most the line it was writing.
 
 A folder is only ever written by a run that owns it. :func:`folder_kind` tells what a folder holds: nothing yet, a
-run (its ``run.yaml`` ends in the stamp the run wrote, :func:`stamped`; an edit after that shows), a ``train_stages``
-plan (stage folders that are runs), or anything else (an export, the user's own files, a ``run.yaml`` no run wrote).
+run (its ``run.yaml`` ends in the stamp the run wrote, :func:`stamped`; an edit after that shows, and so does a run.yaml
+cut short or gone from a folder whose checkpoints hold the run's record: :func:`record_change` says what changed), a
+``train_stages`` plan (stage folders that are runs), or anything else (an export, the user's own files, a ``run.yaml``
+no run wrote).
 A run writes into a new folder, or into a run's folder that it resumes or is told to overwrite (:func:`clear_run`, which
 removes that run's files and keeps every other one); anything else is refused (``run.settings.output_problems``). A run
 given no folder gets a fresh one, ``outputs/<model>-<n>`` (:func:`fresh_run_dir`).
@@ -58,6 +61,9 @@ WEIGHT_FILES = ("adapter_model.safetensors", "adapter_model.bin", "model.safeten
 BEFORE_RECORD = ("tiny-model",)
 # The last line of a run.yaml a run wrote: the hash of the lines above it tells the run's record from an edited one
 RECORD_STAMP = "# written by grpo-lite; sha256 of the lines above: "
+# In each checkpoint-N: the run.yaml it was saved under, which says what an edit of run.yaml changed
+CHECKPOINT_RECORD = "run_record.yaml"
+CHANGES_SHOWN = 4  # changed keys a message names, then how many more
 
 
 def in_run(path: str | Path, file_name: str) -> Path:
@@ -156,12 +162,63 @@ def record_origin(path: str | Path) -> str:
     return "run" if text == stamped(record) else "edited run"
 
 
+def saved_record(folder: str | Path) -> Path | None:
+    """The run's record as a checkpoint of ``folder`` keeps it (:data:`CHECKPOINT_RECORD`): the one whose stamp the
+    folder's run.yaml still carries (the record it was before an edit), else the newest; None where no checkpoint keeps
+    one."""
+    kept = [checkpoint / CHECKPOINT_RECORD for checkpoint in checkpoints(Path(folder))
+            if (checkpoint / CHECKPOINT_RECORD).is_file() and record_origin(checkpoint / CHECKPOINT_RECORD) == "run"]
+    record = Path(folder) / RUN_FILE
+    stamp = record.read_bytes().decode("utf-8", errors="replace").rpartition(RECORD_STAMP)[2] if record.is_file() else ""
+    return next((copy for copy in kept if stamp and copy.read_text().endswith(RECORD_STAMP + stamp)), kept[0] if kept else None)
+
+
+def record_change(folder: str | Path) -> str:
+    """What became of the run.yaml of the run in ``folder`` since the run wrote it, against the record its checkpoint
+    keeps (:func:`saved_record`), for a message: gone, cut short, no longer YAML, or each key that changed as
+    ``key: old -> new`` (a nested one as ``section.key``); empty where no checkpoint keeps the record."""
+    import yaml
+
+    folder = Path(folder)
+    saved = saved_record(folder)
+    if saved is None:
+        return ""
+    where = f"{saved.relative_to(folder)} holds the run's"
+    record = folder / RUN_FILE
+    if not record.is_file():
+        return f"it is gone ({where})"
+    text, original = record.read_bytes().decode("utf-8", errors="replace"), saved.read_text()
+    if original.startswith(text):
+        return f"it was cut short after line {text.count(chr(10))} of {original.count(chr(10))} ({where})"
+    try:
+        edited = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return f"it no longer reads as YAML ({where})"
+    before, after = _flat(yaml.safe_load(original)), _flat(edited if isinstance(edited, dict) else {"": edited})
+    changed = [f"{key}: {before.get(key, '(none)')!r} -> {after.get(key, '(none)')!r}"
+               for key in dict.fromkeys([*before, *after]) if before.get(key, KeyError) != after.get(key, KeyError)]
+    more = f"; {len(changed) - CHANGES_SHOWN} more" if len(changed) > CHANGES_SHOWN else ""
+    return f"{'; '.join(changed[:CHANGES_SHOWN]) or 'its text, not its settings (a comment, the layout)'}{more} ({where})"
+
+
+def _flat(document: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A YAML mapping as one level of ``section.key -> value``."""
+    flat: dict[str, Any] = {}
+    for key, value in document.items():
+        if isinstance(value, dict) and value:
+            flat.update(_flat(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
 def folder_kind(folder: str | Path) -> str:
     """What ``folder`` holds, for whether a run may write there:
 
     - ``"new"``: missing, empty, or only what a run writes before its record and hidden entries (``.ipynb_checkpoints``),
       which a run never writes over;
-    - ``"run"``: a run's, its run.yaml as the run wrote it; ``"edited run"``: a run's whose run.yaml was changed since;
+    - ``"run"``: a run's, its run.yaml as the run wrote it; ``"edited run"``: a run's whose run.yaml was changed since,
+      cut short or removed (its checkpoints keep the run's record: :func:`saved_record`);
     - ``"plan"``: a ``train_stages`` plan, no run.yaml and stage folders that are runs;
     - ``"other"``: anything else, an export, the user's files, a run.yaml no run wrote.
     """
@@ -169,7 +226,10 @@ def folder_kind(folder: str | Path) -> str:
     if not folder.is_dir() or all(path.name in BEFORE_RECORD or path.name.startswith(".") for path in folder.iterdir()):
         return "new"
     if (folder / RUN_FILE).is_file():
-        return record_origin(folder / RUN_FILE)
+        origin = record_origin(folder / RUN_FILE)
+        return "edited run" if origin == "other" and saved_record(folder) is not None else origin
+    if saved_record(folder) is not None:
+        return "edited run"
     if any((path / RUN_FILE).is_file() and record_origin(path / RUN_FILE) != "other" for path in folder.iterdir()):
         return "plan"
     return "other"

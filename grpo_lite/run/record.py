@@ -22,7 +22,6 @@ read it back as the same run.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,9 +53,11 @@ class RunRecord:
 
     @property
     def reward_names(self) -> list[str]:
-        """The rewards as the metrics name them (``rewards/<name>/mean``): a ``module:function`` path's function, and
-        the second and later of one name numbered on, as the run logged them (:func:`rewards.combine.distinct`)."""
-        return distinct([reference.rpartition(":")[2] for reference in self.settings.rewards])
+        """The rewards as the metrics name them (``rewards/<name>/mean``): as the run logged them (``chosen``), else a
+        reference's function, the second and later of one name numbered on (:func:`rewards.combine.distinct`)."""
+        logged = self.chosen.get("reward_names")
+        return list(logged) if logged is not None else distinct(
+            [reference.rpartition(":")[2].rpartition(".")[2] for reference in self.settings.rewards])
 
     def fixed(self) -> dict[str, Any]:
         """What a checkpoint's weights depend on besides the GRPOConfig: a resumed run must match it."""
@@ -99,30 +100,28 @@ def read_run(path: str | Path) -> RunRecord:
 
 
 def reward_reference(func) -> str:
-    """The name that resolves back to ``func``: its registry name, else its :func:`function_reference`."""
+    """The name that reads back as ``func`` itself: its registry name, else its :func:`function_reference`."""
     from rewards.combine import reward_name
     from rewards.registry import REWARDS
 
-    inner = getattr(func, "func", func)  # a guarded reward wraps the user's function
-    name = reward_name(inner)
-    return name if REWARDS.get(name) is inner else function_reference(inner, name)
+    name = reward_name(func)
+    return name if REWARDS.get(name) is func else function_reference(func, name)
 
 
 def function_reference(func, name: str | None = None) -> str:
-    """``path/to/file.py:function`` for a function (or class) imported from a file, else ``module:function`` when
-    importable, else ``name`` or its bare name (a function defined in a notebook, which a launch kit cannot import)."""
-    from rewards.registry import file_reference
+    """The reference a run YAML names ``func`` by, which reads back as ``func`` itself or as nothing, never as something
+    else: where a file, a module, or the notebook or script holds it, that reference
+    (:func:`rewards.registry.reference_of`: ``path/to/file.py:name``, ``module:name``, ``__main__:name``); else one that
+    cannot be imported and says so when read: ``module:outer.<locals>.inner`` for a function made inside another,
+    ``<partial>:name`` (its type, and ``name``, the reward's) for anything else no module holds."""
+    from rewards.registry import reference_of
 
-    if (from_file := file_reference(func)) is not None:
-        return from_file
-    module, qualname = getattr(func, "__module__", None), getattr(func, "__qualname__", "")
-    if module and module != "__main__" and "<" not in qualname:
-        try:
-            if getattr(importlib.import_module(module), qualname, None) is func:
-                return f"{module}:{qualname}"
-        except ImportError:
-            pass
-    return name or qualname or getattr(func, "__name__", None) or type(func).__name__
+    if (found := reference_of(func)) is not None:
+        return found
+    module, qualname = getattr(func, "__module__", None), getattr(func, "__qualname__", None) or ""
+    if module and "<" in qualname:  # outer.<locals>.inner, <lambda>
+        return f"{module}:{qualname}"
+    return f"<{type(func).__name__}>:{name or qualname or type(func).__name__}"
 
 
 def rows_fingerprint(dataset) -> str:

@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from ..log import logger
+from .callbacks import RunCallback
 from .config import config_to_dict
-from .files import RUN_FILE, checkpoints, missing_parts
+from .files import CHECKPOINT_RECORD, RUN_FILE, checkpoints, missing_parts, replace_file
 from .record import RunRecord, read_run
 from .settings import ConfigError
 
@@ -31,6 +32,18 @@ PARTIAL_PREFIX = "partial-"  # a checkpoint resuming passed over, renamed out of
 # What differs between two records of one run without being a change: the folder as each call named it, and the
 # TensorBoard folder transformers < 5 names after the time
 NOT_CHANGES = ("output_dir", "logging_dir", "overwrite", "dataset")
+
+
+class RecordInCheckpoints(RunCallback):
+    """Keeps the run's ``run.yaml`` in each checkpoint as it is saved (``checkpoint-N/run_record.yaml``), so that a
+    resume into a folder whose run.yaml was edited, cut short or removed since says what changed, by key
+    (:func:`~.files.record_change`)."""
+
+    def on_save(self, args, state, control, **kwargs):
+        record = Path(args.output_dir) / RUN_FILE
+        checkpoint = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        if state.is_world_process_zero and record.is_file() and checkpoint.is_dir():
+            replace_file(checkpoint / CHECKPOINT_RECORD, record.read_bytes())
 
 
 def saved_whole(checkpoint: Path) -> bool:

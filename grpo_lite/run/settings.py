@@ -45,7 +45,7 @@ from ..data.prepare import DATA_KEYS
 from ..errors import UserError
 from ..machine import stack
 from ..shapes import AnyOf, Anything, Declared, Exactly, Flag, Kind, ListOf, Mapping, Number, Shape, Text, Whole, is_number, optional, problems, shown
-from .files import RUN_FILE, earlier_run, folder_kind, held, whole_checkpoint
+from .files import RUN_FILE, earlier_run, folder_kind, held, record_change, whole_checkpoint
 from .porting import REMOVED_FIELDS, port_overrides, still_a_field
 from .presets import TRAINING_PRESETS, TRL_PRESET, preset_name, preset_options, preset_values
 
@@ -414,7 +414,7 @@ class RunSettings:
             value = os.fspath(value) if isinstance(value, os.PathLike) else value
             if not isinstance(value, str):
                 return value
-            if ":" not in value:  # a bare name: what run.yaml records for a function defined in a notebook
+            if ":" not in value:  # a bare name, as a notebook names its own function
                 unimported.append(f"{where} {value!r}: name it 'module:function' or 'path/to/file.py:function'; a function "
                                   "defined in a notebook has no name a run YAML can import: move it into a .py file beside "
                                   "the YAML")
@@ -545,9 +545,10 @@ def output_problems(output_dir: str | os.PathLike | None, *, resume: bool = Fals
                 f"its own, so that nothing there is replaced{asked}: pick another output_dir (--output-dir), e.g. "
                 f"{str(output_dir / owner)!r}"]
     if kind == "edited run" and resume:
-        return [f"{named}: its {RUN_FILE} was changed after the run wrote it, so it no longer says what the checkpoint was "
-                "trained with, and resuming would write over the change: undo the edit to resume, start the run over "
-                "with overwrite=True, or pick another output_dir (--output-dir)"]
+        change = record_change(output_dir)
+        return [f"{named}: its {RUN_FILE} was changed after the run wrote it{f': {change}' if change else ''}, so it no "
+                "longer says what the checkpoint was trained with, and resuming would write over the change: undo the "
+                "edit to resume, start the run over with overwrite=True, or pick another output_dir (--output-dir)"]
     if kind != "plan" and resume and whole_checkpoint(output_dir) is None:
         partial = sorted(path.name for path in output_dir.glob("checkpoint-*"))
         found = f"{', '.join(partial)} {'is' if len(partial) == 1 else 'are'} not whole" if partial else "it saved none"

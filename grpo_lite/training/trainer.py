@@ -38,7 +38,7 @@ from transformers import TrainerCallback
 
 from rewards.calling import check_columns
 from rewards.combine import distinct_names, name_clashes
-from rewards.extract import is_data_frame
+from rewards.extract import is_data_frame, several_splits
 
 from ..data.prepare import DatasetError, as_dataset, check_prompts, image_column, prompt_lengths
 from ..data.prompts import check_processor_for_images, describe_row_settings, fit_dataset, remember_template_kwargs
@@ -58,7 +58,7 @@ from ..run.files import RUN_FILE, clear_run, fresh_run_dir, run_name, say_fresh_
 from ..run.porting import changes_table, option_sources, port_overrides, preset_changes, sampling_values
 from ..run.presets import preset_name
 from ..run.record import RunRecord, function_reference, reward_reference, rows_fingerprint
-from ..run.resume import finished_at, resume_checkpoint
+from ..run.resume import RecordInCheckpoints, finished_at, resume_checkpoint
 from ..run.settings import REWARD_TIMEOUT, ConfigError, Heldout, RunSettings, map_rollout_options, resolve_options
 from ..run.stopping import InterruptStops, StopSwitch
 from .rollouts import rendered_tools, reward_arguments, rollout_options
@@ -102,13 +102,10 @@ def _training_rows(dataset, tokenizer):
 
 
 def _check_dataset(dataset) -> None:
-    from datasets import DatasetDict, IterableDataset, IterableDatasetDict
+    from datasets import IterableDataset
 
-    if isinstance(dataset, (DatasetDict, IterableDatasetDict)):
-        splits = list(dataset)
-        pick = "train" if "train" in splits else next(iter(splits), "train")
-        raise DatasetError(f"dataset is a {type(dataset).__name__} of the splits {', '.join(map(repr, splits)) or '(none)'}: "
-                           f"pass the one split to train on, dataset[{pick!r}]")
+    if (refusal := several_splits(dataset, "dataset")) is not None:
+        raise DatasetError(refusal)
     if isinstance(dataset, IterableDataset):
         # TRL 0.22 refuses one (NotImplementedError in GRPOTrainer.__init__); TRL 1.x streams it, but GRPO's groups and
         # a resumable run need rows that can be counted and indexed
@@ -208,9 +205,10 @@ def _dashboard(dashboard: Any, output_dir: Path) -> list[TrainerCallback]:
 def grpo_trainer(model, tokenizer, dataset, rewards, config, callbacks, **rollouts):
     """TRL's GRPOTrainer for the run; ``rollouts``: its tools, environment_factory or rollout_func, where given
     (grpo_lite.training.rollouts)."""
-    from .trl_compat import enable_cpu_logprobs, enable_input_grads_for_checkpointing, prepare_for_unsloth_trainer
+    from .trl_compat import enable_cpu_logprobs, enable_input_grads_for_checkpointing, prepare_for_unsloth_trainer, restore_cpu_storages_by_index
 
     enable_cpu_logprobs()
+    restore_cpu_storages_by_index()
     prepare_for_unsloth_trainer(model, config)
     enable_input_grads_for_checkpointing(model, config)
     from trl import GRPOTrainer
@@ -387,7 +385,7 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
     guarded = [guard(f, settings.reward_timeout, name=name) for f, name in zip(funcs, names)]
     if (unlimited_rewards := unlimited(guarded)) is not None:
         logger.warning(unlimited_rewards)
-    record = _record(model, settings, funcs, rollouts, config, set_weights, chosen_overrides)
+    record = _record(model, settings, funcs, names, rollouts, config, set_weights, chosen_overrides)
     record.chosen.update(rows=len(dataset), rows_fingerprint=rows_fingerprint(dataset))  # resuming compares them
     if ported.translated:
         record.chosen["translated"] = ported.translated  # the user's field -> its new form (None: dropped)
@@ -408,6 +406,7 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
         InvariantChecks(),  # before MetricsLog, which records the invariants it adds to the logs
         SampleLog(output_dir),  # before MetricsLog too: it adds the episodes' metrics
         MetricsLog(output_dir),
+        RecordInCheckpoints(),
         RewardFailureStop(guarded, switch),
         NaNStop(switch),
         InterruptStops(switch),
@@ -491,11 +490,11 @@ def vllm_options(model) -> dict[str, Any]:
     return options
 
 
-def _record(model, settings: RunSettings, funcs, rollouts: dict[str, Any], config, set_weights,
+def _record(model, settings: RunSettings, funcs, names: list[str], rollouts: dict[str, Any], config, set_weights,
             chosen_overrides: dict[str, Any]) -> RunRecord:
     """``run.yaml`` of this run: the settings as given (rewards, tools, environments and a rollout function by the names
     that resolve back to them), what the run chose, its GRPOConfig. Held-out rows given as a dataset are recorded by
-    their count; a recipe names their file."""
+    their count; a recipe names their file. ``names`` are the rewards' as the run logs them."""
     loaded = loaded_as(model)
     overrides = dict(settings.overrides)
     if overrides.get("vllm_sampling_params") is not None:  # a SamplingParams object: recorded by what it holds
@@ -503,7 +502,7 @@ def _record(model, settings: RunSettings, funcs, rollouts: dict[str, Any], confi
     references = map_rollout_options(rollouts, lambda thing, _: function_reference(thing))
     recorded = dataclasses.replace(settings, rewards=[reward_reference(f) for f in funcs], output_dir=None, dataset=None,
                                    load=loaded.settings if loaded else settings.load, overrides=overrides, **references)
-    chosen: dict[str, Any] = {"preset": preset_name(settings.preset)}
+    chosen: dict[str, Any] = {"preset": preset_name(settings.preset), "reward_names": list(names)}
     if settings.heldout is not None and settings.heldout.data is not None and not isinstance(settings.heldout.data, dict):
         chosen["heldout_rows"] = len(settings.heldout.data)
     if loaded is not None:

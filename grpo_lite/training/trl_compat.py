@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import re
 from typing import Any
 
 import torch
@@ -126,6 +127,22 @@ def prepare_for_unsloth_trainer(model, config) -> None:
         model.for_inference = lambda: model.eval()
     if not (config.fp16 or config.bf16) and model.get_input_embeddings().weight.dtype == torch.float32:
         model._unsloth_forced_float32 = True
+
+
+_CPU_WITH_INDEX = re.compile(r"cpu:\d+")
+
+
+@functools.cache
+def restore_cpu_storages_by_index() -> None:
+    """Let ``torch.load`` read a checkpoint onto ``cpu:N``, the device accelerate gives each process of a run on several
+    CPU processes (accelerate/state.py, ``set_device``: ``torch.device("cpu", local_process_index % 1)``). The Trainer
+    loads the optimizer state there when resuming a run on more than one process (transformers/trainer.py,
+    ``_load_optimizer_and_scheduler``: ``map_location=self.args.device``), and torch restores a storage only to the
+    location ``"cpu"`` (torch/serialization.py, ``_cpu_deserialize``): the resume failed with "don't know how to restore
+    data location ... (tagged with cpu:0)". A storage is read into CPU memory before it is restored, so ``cpu:N`` takes
+    it as it is. Registered once per process, through torch's own registry of locations (``register_package``)."""
+    torch.serialization.register_package(11, lambda storage: None,
+                                         lambda storage, location: storage if _CPU_WITH_INDEX.fullmatch(location) else None)
 
 
 def enable_input_grads_for_checkpointing(model, config) -> None:
