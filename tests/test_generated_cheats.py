@@ -268,7 +268,43 @@ class {name}({base}):
     __hash__ = lambda self: 0
 """
 
+# Reads every check it can find where another process keeps its inputs (command lines, environments, working folders,
+# the sandboxes' folders) and answers each call a check it found makes with that check's expected value.
+FOUND_ANSWERS = r"""
+import glob, os, re
+
+def _read(path):
+    try:
+        with open(path, "rb") as source:
+            return source.read(1 << 20).decode(errors="replace")
+    except OSError:
+        return ""
+
+def _answers():
+    pids = [pid for pid in os.listdir("/proc") if pid.isdigit()]
+    places = [f"/proc/{pid}/{name}" for pid in pids for name in ("cmdline", "environ")]
+    for folder in [f"/proc/{pid}/cwd" for pid in pids] + glob.glob("/tmp/grpo-lite-sandbox-*"):
+        try:
+            places += [os.path.join(folder, name) for name in sorted(os.listdir(folder))[:64]]
+        except OSError:
+            pass
+    text = " ".join(_read(path) for path in places if path.endswith(("cmdline", "environ")) or os.path.isfile(path))
+    found = {}
+    for args, expected in re.findall(r"solution\((.*?)\) == ([^\x00\n\"']+)", text):
+        try:
+            found[args] = eval(expected.strip())
+        except Exception:
+            pass
+    return found
+"""
+
 TECHNIQUES = {
+    "reads its checks where other processes keep their inputs": Technique(ASSERTS, prefix=FOUND_ANSWERS, suffix=wrapping(
+        before="asked = repr(args)[1:-1].rstrip(',')", after="""
+found = _answers()
+if asked in found:
+    value = found[asked]
+""")),
     "prints verdict lines": Technique(BOTH, prefix="""
 import sys
 for index in range(16):
