@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from seekers import EVERYWHERE, READERS
 
 import rewards.sandbox as sandbox
 from rewards.code import CodeExecutionReward
@@ -270,33 +271,16 @@ class {name}({base}):
 
 # Reads every check it can find where another process keeps its inputs (command lines, environments, working folders,
 # the sandboxes' folders) and answers each call a check it found makes with that check's expected value.
-FOUND_ANSWERS = r"""
-import glob, os, re
-
-def _read(path):
-    try:
-        with open(path, "rb") as source:
-            return source.read(1 << 20).decode(errors="replace")
-    except OSError:
-        return ""
-
-def _answers():
-    pids = [pid for pid in os.listdir("/proc") if pid.isdigit()]
-    places = [f"/proc/{pid}/{name}" for pid in pids for name in ("cmdline", "environ")]
-    for folder in [f"/proc/{pid}/cwd" for pid in pids] + glob.glob("/tmp/grpo-lite-sandbox-*"):
-        try:
-            places += [os.path.join(folder, name) for name in sorted(os.listdir(folder))[:64]]
-        except OSError:
-            pass
-    text = " ".join(_read(path) for path in places if path.endswith(("cmdline", "environ")) or os.path.isfile(path))
-    found = {}
-    for args, expected in re.findall(r"solution\((.*?)\) == ([^\x00\n\"']+)", text):
-        try:
-            found[args] = eval(expected.strip())
-        except Exception:
-            pass
-    return found
-"""
+FOUND_ANSWERS = READERS + textwrap.dedent(r"""
+    def _answers():
+        found = {}
+        for args, expected in re.findall(r"solution\((.*?)\) == ([^\x00\n\"']+)", EVERYWHERE):
+            try:
+                found[args] = eval(expected.strip())
+            except Exception:
+                pass
+        return found
+""").replace("EVERYWHERE", EVERYWHERE)
 
 TECHNIQUES = {
     "reads its checks where other processes keep their inputs": Technique(ASSERTS, prefix=FOUND_ANSWERS, suffix=wrapping(

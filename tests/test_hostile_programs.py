@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from seekers import PLACES, READERS
 
 import rewards
 import rewards.sandbox as sandbox
@@ -763,42 +764,13 @@ def test_the_threat_model_page_lists_these_channels_and_promises():
 # process's inputs could show outside its own folder, while its peer runs, and answers with every 12-digit number it
 # finds there: a secret number found earns the reward. A program's inputs go in files of its own sandbox or on its stdin
 # (rewards.sandbox.Program), so none may.
-SEEK = textwrap.dedent("""
-    import glob, os, re, sys
-
-    def read(path):
-        try:
-            with open(path, "rb") as source:
-                return source.read(1 << 20).decode(errors="replace")
-        except OSError:
-            return ""
-
-    def every(name):
-        return " ".join(read(f"/proc/{pid}/{name}") for pid in os.listdir("/proc") if pid.isdigit())
-
-    def folder(path):
-        try:
-            names = sorted(os.listdir(path))[:64]
-        except OSError:
-            return ""
-        return " ".join(read(os.path.join(path, name)) for name in names if os.path.isfile(os.path.join(path, name)))
-
+SEEK = READERS + textwrap.dedent("""
     def seen():
         found = PLACE
         return sorted({int(number) for number in re.findall(r"(?<!\\d)\\d{12}(?!\\d)", found)})
 
     strategy = solution = seen
 """)
-PLACES = {
-    "its own command line (sys.argv)": "' '.join(sys.argv)",
-    "/proc/self/cmdline": "read('/proc/self/cmdline')",
-    "its parent's command line": "read(f'/proc/{os.getppid()}/cmdline')",
-    "every process's command line": "every('cmdline')",
-    "its own environment": "str(dict(os.environ)) + read('/proc/self/environ')",
-    "every process's environment": "every('environ')",
-    "every process's working folder": "' '.join(folder(f'/proc/{pid}/cwd') for pid in os.listdir('/proc') if pid.isdigit())",
-    "the sandboxes' folders": "' '.join(folder(path) for path in glob.glob('/tmp/grpo-lite-sandbox-*'))",
-}
 
 
 def seeker(place: str) -> str:
