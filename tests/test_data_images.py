@@ -329,6 +329,19 @@ def test_pictures_a_processor_would_lose_are_converted_as_they_are_meant_to_be_s
     assert len(warned) == 1 and "row 3" in warned[0].getMessage()
 
 
+def test_images_given_to_a_processor_directly_are_seen_as_prepared_ones_and_said(caplog):
+    import numpy as np
+
+    from grpo_lite.data.images import seen_images
+
+    scan = PIL.fromarray(np.array([[1000, 60000]], dtype=np.uint16))
+    with caplog.at_level("INFO", logger="grpo_lite"):
+        rows_seen = seen_images([[scan, "kept.png"], []], "generate")
+    assert [image.mode if hasattr(image, "mode") else image for image in rows_seen[0]] == ["L", "kept.png"]
+    assert np.asarray(rows_seen[0][0]).tolist() == np.asarray(prepare_dataset(rows(scan))[0]["image"]).tolist() == [[4, 233]]
+    assert rows_seen[1] == [] and "generate: images a vision processor would not show as they are: 1 in mode I;16" in caplog.text
+
+
 def test_prepared_rows_reach_the_trainer_with_their_pictures_converted_as_said(caplog):
     from grpo_lite.training.trainer import _training_rows
 

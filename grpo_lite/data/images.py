@@ -212,6 +212,35 @@ def as_seen(image) -> tuple[Any, str | None, str | None]:
     return seen, f"in mode {mode} converted to {seen.mode}", None
 
 
+def _say_converted(which: str, converted: Counter) -> None:
+    """Say what :func:`as_seen` did to ``which`` images (``converted``: how many of each kind of conversion)."""
+    if converted:
+        logger.info(f"{which} a vision processor would not show as they are: "
+                    + "; ".join(f"{count} {how}" for how, count in converted.items()))
+
+
+def seen_images(rows: list[list[Any]], where: str) -> list[list[Any]]:
+    """Each row's images, the PIL ones as they are seen (:func:`as_seen`), for a processor given them directly; what
+    was converted is said, ``where`` naming the caller."""
+    from PIL import Image
+
+    converted: Counter = Counter()
+    stretched = []
+    seen_rows = []
+    for index, images in enumerate(rows):
+        seen_rows.append([])
+        for image in images:
+            if isinstance(image, Image.Image):
+                image, how, lost = as_seen(image)
+                converted.update([how] if how else [])
+                stretched += [f"{where}: row {index}: {lost}"] if lost else []
+            seen_rows[-1].append(image)
+    _say_converted(f"{where}: images", converted)
+    if stretched:
+        logger.warning("\n".join(stretched))
+    return seen_rows
+
+
 def check_resize(resize: Any) -> tuple[int, int] | int | None:
     """``image_resize`` as given, or a DatasetError: a whole number (the longest side, the aspect kept) or (width,
     height) in pixels, as Unsloth's vision notebooks resize to (512, 512)."""
@@ -271,9 +300,7 @@ def read_images(values: list[Any], column: str, place: Callable[[int], str], bas
     if bad:
         more = f"\n... and {len(bad) - SHOWN} more" if len(bad) > SHOWN else ""
         raise DatasetError(f"{len(bad)} image value{'s' * (len(bad) > 1)} cannot be read:\n" + "\n".join(bad[:SHOWN]) + more)
-    if converted:
-        logger.info(f"images of column {column!r} a vision processor would not show as they are: "
-                    + "; ".join(f"{count} {how}" for how, count in converted.items()))
+    _say_converted(f"images of column {column!r}", converted)
     if stretched:
         more = f"\n... and {len(stretched) - SHOWN} more" if len(stretched) > SHOWN else ""
         logger.warning(f"{len(stretched)} image{'s' * (len(stretched) > 1)} would show as (nearly) one colour:\n"
