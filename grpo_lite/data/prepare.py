@@ -555,11 +555,13 @@ def prepare_dataset(
             v0.1, Phi-3-mini), ``False`` refuses the data instead of folding the system prompt into the question.
         image_column: the column holding each row's image, or a list of images: a PIL image, a file path (relative to
             the data file), the file's bytes or a ``datasets`` Image value. ``"auto"`` takes a column named ``images``
-            or ``image``, as TRL does; ``None``: no images. Every image is read and checked here, and every bad one
-            named at once by row and column. The images go to column ``image`` when each row has one (TRL 0.22 and 1.15
-            read it), else ``images`` (a list per row, read by TRL 1.15), with the ``datasets`` Image feature; each
-            prompt gets one ``{"type": "image"}`` part per image before its question, as the vision chat templates
-            and TRL place them. ``tokenizer`` is then the model's processor: prompt lengths count the image tokens
+            or ``image``, as TRL does, and refuses another column of images (a ``picture`` TRL would not read), naming
+            it; ``None``: no images. Every image is read and checked here, and every bad one named at once by row and
+            column; one a processor's ``convert("RGB")`` would lose (16-bit grayscale, transparency, CMYK) is
+            converted as it is meant to be seen, and said (grpo_lite.data.images). The images go to column ``image``
+            when each row has one (TRL 0.22 and 1.15 read it), else ``images`` (a list per row, read by TRL 1.15), with
+            the ``datasets`` Image feature; each prompt gets one ``{"type": "image"}`` part per image before its
+            question, as the vision chat templates and TRL place them. ``tokenizer`` is then the model's processor: prompt lengths count the image tokens
             it makes of each row's images.
         image_resize: resize each image: the longest side in pixels (the aspect kept), or (width, height) as
             Unsloth's vision notebooks do (``(512, 512)``); ``None`` keeps each size.
