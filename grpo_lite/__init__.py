@@ -28,7 +28,7 @@ import_unsloth_first()
 _EXPORTS = {
     # check the runtime
     "check_runtime": ".machine.notebook",
-    "run_dir": ".machine.notebook",
+    "run_dir": ".run.files",
     # load a model
     "load_model": ".model.load",
     "build_tiny_model": ".model.tiny",
@@ -68,7 +68,7 @@ if TYPE_CHECKING:  # what editors and type checkers see; at run time each name l
     from .evaluation.rescore import rescore_run
     from .evaluation.scoring import compare, evaluate
     from .launch.demo import run_demo
-    from .machine.notebook import check_runtime, run_dir
+    from .machine.notebook import check_runtime
     from .machine.planner import plan
     from .model.exporter import export
     from .model.inference import generate
@@ -77,6 +77,7 @@ if TYPE_CHECKING:  # what editors and type checkers see; at run time each name l
     from .monitor.dashboard import LiveDashboard
     from .monitor.metrics import read_metrics
     from .monitor.show import show_run
+    from .run.files import run_dir
     from .training.episode_preview import preview
     from .training.stages import Stage, train_stages
     from .training.trainer import train

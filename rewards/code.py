@@ -188,11 +188,11 @@ def _grading_source() -> str:
 
 
 def _graded(code: str, checks: list[str], stop_at_first_failure: bool) -> Connected:
-    """The program in one sandbox serving its values, the checks in another judging them (rewards.grading)."""
-    program = Program(_grading_source(), files={"solution.py": code}, args=("serve",))
-    grader = Program(_grading_source(), files={"checks.json": json.dumps(checks)},
-                     args=("grade", "stop" if stop_at_first_failure else "all"))
-    return Connected(program, grader)
+    """The program in one sandbox serving its values, the checks in another judging them (rewards.grading): the checks
+    in a file of the grader's sandbox, which the program's cannot read."""
+    program = Program(_grading_source(), files={"solution.py": code, grading.INPUTS_FILE: json.dumps({"role": "serve"})})
+    asked = {"role": "grade", "checks": checks, "stop_at_first_failure": stop_at_first_failure}
+    return Connected(program, Program(_grading_source(), files={grading.INPUTS_FILE: json.dumps(asked)}))
 
 
 class AsyncCodeExecutionReward(CodeExecutionReward):

@@ -2,7 +2,8 @@
 
 :class:`rewards.games.GameReward` runs two sandboxes joined by a pair of pipes (:class:`rewards.sandbox.Connected`):
 the model's code in one, served by :func:`rewards.grading.serve`, and this program in the other, with the game
-(``game.py``) and ``grading.py`` beside it. It plays one game: the harness named in its arguments gets a ``strategy``
+(``game.py``), ``grading.py`` and its inputs (``inputs.json``: the harness, the function, the seed) beside it, in a
+folder only its sandbox reads. It plays one game: the harness named in its inputs gets a ``strategy``
 callable whose every call crosses the pipes as plain data (:mod:`rewards.grading`'s wire), so the strategy never holds
 a game object, and prints one JSON line to a stdout only it can write: ``{"score": number}``, or ``{"failed":
 reason}`` when the strategy raised, answered with something other than plain data, or went away, or the harness
@@ -18,10 +19,10 @@ import sys
 import types
 
 if __package__:
-    from .grading import Grader, Pipe, Remote
+    from .grading import Grader, Pipe, Remote, inputs
 else:  # the main program of the game's sandbox, run isolated (-I): grading.py is beside it, in the working folder
     sys.path.insert(0, os.getcwd())
-    from grading import Grader, Pipe, Remote
+    from grading import Grader, Pipe, Remote, inputs
 
 
 def _strategy(grader: Grader, function: str, failures: list[str]):
@@ -63,8 +64,8 @@ def play(harness: str, function: str, seed: int, pipe: Pipe) -> dict:
 
 
 if __name__ == "__main__":
-    harness, function, seed, inbox, outbox = sys.argv[1:]
+    asked = inputs()  # the harness, the model's function and the seed, in a file only this sandbox reads
     result = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # the game's own prints go to stderr: this program's stdout carries the result alone
-    result.write(json.dumps(play(harness, function, int(seed), Pipe(int(inbox), int(outbox)))) + "\n")
+    result.write(json.dumps(play(asked["harness"], asked["function"], asked["seed"], Pipe(*map(int, sys.argv[1:3])))) + "\n")
     result.flush()

@@ -140,9 +140,11 @@ class GameReward:
         return codes, seeds, jobs
 
     def _game(self, code: str, seed: int) -> Connected:
-        strategy = Program(_source(grading), files={"solution.py": code}, args=("serve",))
-        game = Program(_source(game_play), files={"game.py": self.source, "grading.py": _source(grading)},
-                       args=(self.harness, self.function, str(seed)))
+        """The strategy's sandbox and the game's; the seed is in a file of the game's, which the strategy's cannot read."""
+        strategy = Program(_source(grading), files={"solution.py": code, grading.INPUTS_FILE: json.dumps({"role": "serve"})})
+        asked = {"harness": self.harness, "function": self.function, "seed": seed}
+        game = Program(_source(game_play), files={"game.py": self.source, "grading.py": _source(grading),
+                                                  grading.INPUTS_FILE: json.dumps(asked)})
         return Connected(strategy, game)
 
     def _outcomes(self, codes, seeds, results) -> list[list[GameOutcome]]:

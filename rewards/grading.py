@@ -6,7 +6,7 @@ This file is the main program of two sandboxes joined by a pair of pipes (:class
 - ``serve`` runs in the program's sandbox: it runs the model's program (``solution.py``), then answers the
   grader's requests (a name the program defines, a call, an attribute, an item, an iteration) with plain data;
 - ``grade`` runs in the grader's sandbox and never runs the program's code: it evaluates each check
-  (``checks.json``) as Python, with the program's names standing for remote objects, and prints one verdict line
+  (in ``inputs.json``, which only its sandbox reads) as Python, with the program's names standing for remote objects, and prints one verdict line
   per check to its own stdout, which only it can write.
 
 What crosses the pipes is JSON in the shapes :func:`to_wire` writes and :func:`from_wire` reads: ``None``, bools,
@@ -40,6 +40,8 @@ from collections.abc import Callable
 from typing import Any
 
 MAX_MESSAGE_BYTES = 8 * 2**20  # one value crossing the pipes; more fails the check
+# What a sandbox's main program is asked to do, beside it in its folder (never on its command line: rewards.sandbox.Program)
+INPUTS_FILE = "inputs.json"
 GRADER_MODULES = ("math", "cmath", "re", "json", "string", "itertools", "functools", "operator", "collections", "heapq",
                   "bisect", "fractions", "decimal", "statistics")
 _SEQUENCES = {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset}
@@ -252,10 +254,8 @@ def program_names(tree: ast.AST) -> list[str]:
     return sorted(used - bound - set(dir(builtins)) - set(GRADER_MODULES))
 
 
-def grade(pipe: Pipe, stop_at_first_failure: bool) -> None:
+def grade(pipe: Pipe, checks: list[str], stop_at_first_failure: bool) -> None:
     """One line per check, in order: ``<index> pass`` or ``<index> fail``."""
-    with open("checks.json") as checks_file:
-        checks = json.load(checks_file)
     grader = Grader(pipe)
     for index, source in enumerate(checks):
         try:
@@ -277,9 +277,16 @@ def verdicts(stdout: str, checks: int) -> list[bool]:
     return [reports.get(str(index)) == ["pass"] for index in range(checks)]
 
 
+def inputs() -> dict[str, Any]:
+    """What this sandbox's main program is asked to do (:data:`INPUTS_FILE`, written beside it by the trainer)."""
+    with open(INPUTS_FILE) as inputs_file:
+        return json.load(inputs_file)
+
+
 if __name__ == "__main__":
-    role, *options, inbox, outbox = sys.argv[1:]
-    if role == "serve":
-        serve(Pipe(int(inbox), int(outbox)))
+    asked = inputs()
+    pipe = Pipe(*map(int, sys.argv[1:3]))
+    if asked["role"] == "serve":
+        serve(pipe)
     else:
-        grade(Pipe(int(inbox), int(outbox)), stop_at_first_failure="stop" in options)
+        grade(pipe, asked["checks"], asked["stop_at_first_failure"])

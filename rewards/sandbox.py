@@ -121,18 +121,22 @@ class Isolation:
 
 @dataclass(frozen=True)
 class Program:
-    """A program to run: ``code`` is its ``main.py``, ``files`` sit read-only beside it, ``args`` follow it."""
+    """A program to run: ``code`` is its ``main.py``, ``files`` sit read-only beside it, ``stdin`` is its input.
+
+    Its inputs (a game's seed, a task's tests) go in ``files``, in a folder only its own sandbox reads, or on ``stdin``:
+    never on its command line, which holds nothing of the caller's. Any process reads any other's command line
+    (``/proc/<pid>/cmdline`` is world-readable) wherever they share a ``/proc``, as a program and its peer do in the
+    rlimits fallback."""
 
     code: str
     stdin: str = ""
     files: Mapping[str, str] = field(default_factory=dict)
-    args: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class Connected:
     """Two programs run at once in two sandboxes, joined by two pipes and nothing else. Each gets the numbers of
-    its two ends as its last two arguments: the one it reads the other's messages from, then the one it writes to."""
+    its two ends as its two arguments: the one it reads the other's messages from, then the one it writes to."""
 
     first: Program
     second: Program
@@ -260,7 +264,7 @@ def _launcher(timeout: float, budget: _Budget, uid: int | None, max_processes: i
 
 
 def _command(isolation_: Isolation, workdir: Path, program: Program, budget: _Budget, fds: tuple[int, ...]) -> list[str]:
-    python = [sandbox_python(), "-I", "-B", "-c", _BOOT, "main.py", *program.args, *map(str, fds)]
+    python = [sandbox_python(), "-I", "-B", "-c", _BOOT, "main.py", *map(str, fds)]
     if isolation_.name != "bubblewrap":
         return python
     binds = ["--ro-bind", "/usr", "/usr"]

@@ -73,7 +73,7 @@ def test_quickstart_notebook_runs_in_jupyterlab_and_draws_the_dashboard(tmp_path
         assert "step" in training.text_content() and training.locator("img").count() >= 1
         training.locator("img").first.scroll_into_view_if_needed()
         page.screenshot(path=str(ARTIFACTS / "quickstart-dashboard.png"))
-    assert (tmp_path / "outputs" / "quickstart" / "adapter" / "adapter_config.json").exists()
+    assert (tmp_path / "outputs" / "quickstart-1" / "adapter" / "adapter_config.json").exists()
 
 
 def test_preview_browser_moves_filters_and_rescores_a_redefined_reward(tmp_path):

@@ -282,3 +282,117 @@ def test_a_run_yaml_takes_the_image_options_and_names_a_bad_image_before_the_mod
     data.write_text("\n".join(json.dumps(row) for row in [*lines, {**lines[0], "picture": "pics/gone.png"}]))
     with pytest.raises(ConfigError, match=r"rows.jsonl, line 3, column 'picture': image file .*gone.png' does not exist"):
         read_recipe(recipe).validate()
+
+
+def halves(image) -> tuple[float, float]:
+    """The mean of the left and right halves of ``image`` as a vision processor gets it (PIL's convert("RGB"))."""
+    import numpy as np
+
+    pixels = np.asarray(image.convert("RGB"), dtype=float)
+    return pixels[:, : pixels.shape[1] // 2].mean(), pixels[:, pixels.shape[1] // 2:].mean()
+
+
+def test_pictures_a_processor_would_lose_are_converted_as_they_are_meant_to_be_seen_and_that_is_said(caplog):
+    """PIL's convert("RGB"), which every processor applies, clips a 16-bit scan to white and shows what hides behind
+    transparency (black here): each picture reaches the model as it looks, with one line saying what was done."""
+    import numpy as np
+
+    scan = PIL.fromarray(np.repeat(np.array([[1000, 60000]], dtype=np.uint16), 2, axis=1).repeat(2, axis=0))
+    assert halves(scan) == (255.0, 255.0)  # what a processor makes of it as it is
+    drawing = PIL.new("P", (4, 2), 0)  # black lines (entry 0) on a transparent page (entry 1, black too behind it)
+    drawing.putpalette([0, 0, 0] * 2)
+    drawing.paste(1, (2, 0, 4, 2))
+    drawing.info["transparency"] = 1
+    logo = PIL.new("RGBA", (4, 2), (0, 0, 0, 0))
+    logo.paste((0, 0, 0, 255), (0, 0, 2, 2))
+    assert halves(drawing) == halves(logo) == (0.0, 0.0)
+    faint = PIL.fromarray(np.array([[10, 10, 200, 200]], dtype=np.uint16))  # 16-bit values under 257: black when scaled
+    broken_profile = PIL.new("CMYK", (4, 2), (0, 0, 0, 0))
+    broken_profile.info["icc_profile"] = b"not a profile"
+    buffer = io.BytesIO()
+    scan.save(buffer, format="PNG")  # as a file: PIL reads a 16-bit PNG as I;16
+    with caplog.at_level("INFO", logger="grpo_lite"):
+        prepared = prepare_dataset(rows(buffer.getvalue(), drawing, logo, faint, broken_profile), image_convert="RGB")
+    dark, light = halves(prepared[0]["image"])
+    assert (round(dark), round(light)) == (4, 233)  # 1000 and 60000 of 65535
+    assert [halves(prepared[i]["image"]) for i in (1, 2, 3)] == [(0.0, 255.0)] * 3
+    assert prepared[4]["image"].getpixel((0, 0)) == (255, 255, 255)
+    said = caplog.text
+    for line in ("images of column 'image' a vision processor would not show as they are:",
+                 "2 in mode I;16 (deep grayscale) scaled from 0-65535 to 8-bit L",  # the scan and the faint one
+                 "1 in mode P with transparency composited over white as RGB",
+                 "1 in mode RGBA with transparency composited over white as RGB",
+                 "1 in mode CMYK converted to RGB by PIL's formula: its colour profile cannot be read",
+                 "row 3, column 'image': its values span 10-200 of 0-65535, 2 shades of 256 scaled: stretched to 0-255"):
+        assert line in said
+    warned = [record for record in caplog.records if record.levelname == "WARNING"]
+    assert len(warned) == 1 and "row 3" in warned[0].getMessage()
+
+
+def test_images_given_to_a_processor_directly_are_seen_as_prepared_ones_and_said(caplog):
+    import numpy as np
+
+    from grpo_lite.data.images import seen_images
+
+    scan = PIL.fromarray(np.array([[1000, 60000]], dtype=np.uint16))
+    with caplog.at_level("INFO", logger="grpo_lite"):
+        rows_seen = seen_images([[scan, "kept.png"], []], "generate")
+    assert [image.mode if hasattr(image, "mode") else image for image in rows_seen[0]] == ["L", "kept.png"]
+    assert np.asarray(rows_seen[0][0]).tolist() == np.asarray(prepare_dataset(rows(scan))[0]["image"]).tolist() == [[4, 233]]
+    assert rows_seen[1] == [] and "generate: images a vision processor would not show as they are: 1 in mode I;16" in caplog.text
+
+
+def test_prepared_rows_reach_the_trainer_with_their_pictures_converted_as_said(caplog):
+    from grpo_lite.training.trainer import _training_rows
+
+    logo = PIL.new("LA", (4, 2), (0, 0))
+    logo.paste((0, 255), (0, 0, 2, 2))
+    buffer = io.BytesIO()
+    logo.save(buffer, format="PNG")
+    prompt = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "What is drawn?"}]}]
+    prepared = Dataset.from_dict({"prompt": [prompt], "image": [buffer.getvalue()]},
+                                 features=Features({"prompt": List({"role": Value("string"), "content": List(
+                                     {"type": Value("string"), "text": Value("string")})}), "image": Image()}))
+    with caplog.at_level("INFO", logger="grpo_lite"):
+        rows_trained = _training_rows(prepared, None)
+    assert halves(rows_trained[0]["image"]) == (0.0, 255.0) and rows_trained[0]["image"].mode == "L"
+    assert "1 in mode LA with transparency composited over white as L" in caplog.text
+    assert rows_trained.features["image"] == Image() and rows_trained["prompt"] == prepared["prompt"]
+
+
+@pytest.mark.parametrize("given", ["PIL", "bytes", "path", "datasets Image column", "list"])
+def test_a_column_of_images_not_named_image_is_refused_naming_image_column_or_said(given, tmp_path, caplog):
+    """A picture column under another name would go unread: the prompts would reach the model without their pictures."""
+    (tmp_path / "a.png").write_bytes(png())
+    value = {"PIL": PIL.new("RGB", (8, 8)), "bytes": png(), "path": str(tmp_path / "a.png"), "datasets Image column": png(),
+             "list": [png(), png()]}[given]
+    data = [{"question": "What is this?", "answer": "1", "picture": value}]
+    if given == "datasets Image column":
+        data = Dataset.from_list(data, features=Features({"question": Value("string"), "answer": Value("string"),
+                                                         "picture": Image()}))
+    with pytest.raises(DatasetError, match=r"^column 'picture' \(.*\) holds images, and image_column='auto' takes only a "
+                                           r"column named images or image, as TRL does: pass image_column='picture' to give "
+                                           r"the model its pictures, or image_column=None to train on the text alone"):
+        prepare_dataset(data)
+    text_alone = prepare_dataset(data, image_column=None)  # asked for: no word
+    assert "image" not in text_alone.column_names and "picture" in text_alone.column_names
+    with caplog.at_level("WARNING", logger="grpo_lite"):
+        prepare_dataset([{"question": "q", "answer": "1", "photo": png(), "sketch": value}], image_column="photo")
+        check_prompts([{"prompt": [{"role": "user", "content": "q"}], "picture": value}])
+    assert "column 'sketch' (" in caplog.text and "besides image_column='photo', which alone goes to the model" in caplog.text
+    assert "column 'picture' (" in caplog.text and "TRL reads a row's images from a column named image or images alone" in caplog.text
+    prepare_dataset([{"question": "What is in a.png?", "answer": "a.png", "note": "plain text"}])  # text is not an image
+
+
+def test_a_run_yaml_whose_pictures_go_unread_is_refused_before_the_model_loads(tmp_path):
+    from grpo_lite.launch.recipe import read_recipe
+    from grpo_lite.run.settings import ConfigError
+
+    (tmp_path / "a.png").write_bytes(png())
+    data = tmp_path / "rows.jsonl"
+    data.write_text(json.dumps({"question": "What colour?", "answer": "red", "picture": "a.png"}))
+    recipe = tmp_path / "run.yaml"
+    recipe.write_text(f"model: tiny\nrewards: [exact_match_reward]\npreset: cpu-smoke\ndataset: {{path: {data}}}\n")
+    with pytest.raises(ConfigError, match=r"column 'picture' \(row 0 holds the path of an image, 'a.png'\) holds images.*"
+                                          r"pass image_column='picture'"):
+        read_recipe(recipe).validate()

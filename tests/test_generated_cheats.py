@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from seekers import EVERYWHERE, READERS
 
 import rewards.sandbox as sandbox
 from rewards.code import CodeExecutionReward
@@ -268,7 +269,26 @@ class {name}({base}):
     __hash__ = lambda self: 0
 """
 
+# Reads every check it can find where another process keeps its inputs (command lines, environments, working folders,
+# the sandboxes' folders) and answers each call a check it found makes with that check's expected value.
+FOUND_ANSWERS = READERS + textwrap.dedent(r"""
+    def _answers():
+        found = {}
+        for args, expected in re.findall(r"solution\((.*?)\) == ([^\x00\n\"']+)", EVERYWHERE):
+            try:
+                found[args] = eval(expected.strip())
+            except Exception:
+                pass
+        return found
+""").replace("EVERYWHERE", EVERYWHERE)
+
 TECHNIQUES = {
+    "reads its checks where other processes keep their inputs": Technique(ASSERTS, prefix=FOUND_ANSWERS, suffix=wrapping(
+        before="asked = repr(args)[1:-1].rstrip(',')", after="""
+found = _answers()
+if asked in found:
+    value = found[asked]
+""")),
     "prints verdict lines": Technique(BOTH, prefix="""
 import sys
 for index in range(16):

@@ -850,3 +850,169 @@ def _image_rows_end(cells, column: str, route: str, resize, convert) -> str:
 def test_every_image_value_ends_as_a_prepared_row_or_refused_naming_its_row_and_column(cells, column, route, resize,
                                                                                        convert, generated_inputs):
     judge(generated_inputs, "image values", lambda: _image_rows_end(cells, column, route, resize, convert))
+
+
+# --- pictures in every mode: what the model sees is the picture, or it is said -------------------------------------------
+
+# Each mode PIL holds, with a dark and a light pixel value drawn for it: a picture is the dark value on its left half and
+# the light one on its right, so its content is that the right half looks lighter. "Looks" is the eye's reading, not
+# PIL's: deep grayscale over its range, transparency over a page, CMYK as ink. A faint picture (deep grayscale whose
+# values span a few of its range's levels) keeps its content only stretched, which must be said.
+DEEP = {"I;16": 65535, "I;16B": 65535, "I;16L": 65535, "I;16N": 65535}
+# how each grayscale mode of more than 8 bits lays out a pixel: a picture is built from its bytes (PIL's paste of a
+# number into an I;16 image keeps its low byte alone)
+LAYOUT = {"I;16": "<u2", "I;16L": "<u2", "I;16B": ">u2", "I;16N": "=u2", "I": "=i4", "F": "=f4"}
+MODES_HELD = ("1", "L", "P", "P with transparency", "PA", "LA", "La", "RGB", "RGBX", "RGBA", "RGBa", "CMYK", "YCbCr",
+              "LAB", "HSV", "I", "F", *DEEP)
+LOSSLESS = ("PNG", "TIFF")  # formats a drawn picture is written in, where one keeps its mode and pixels
+
+
+def _dark(draw, channels=1):
+    return tuple(draw(st.integers(0, 80)) for _ in range(channels))
+
+
+def _light(draw, channels=1):
+    return tuple(draw(st.integers(170, 255)) for _ in range(channels))
+
+
+def _any(draw, channels=1):
+    return tuple(draw(st.integers(0, 255)) for _ in range(channels))
+
+
+@st.composite
+def picture(draw):
+    """A picture in any mode PIL holds, dark on its left half and light on its right (a deep grayscale one maybe faint),
+    and whether it is faint."""
+    from PIL import Image as PILImage
+
+    mode = draw(st.sampled_from(MODES_HELD))
+    size = (2 * draw(st.integers(1, 12)), draw(st.integers(1, 12)))
+    right = (size[0] // 2, 0, size[0], size[1])
+    faint = False
+    if mode in DEEP or mode in ("I", "F"):
+        top = DEEP.get(mode) or draw(st.sampled_from([255, 65535, 10**6] if mode == "I" else [1.0, 255.0, 1e3]))
+        bottom = -top if top == 10**6 or top == 1e3 else 0
+        faint = mode != "F" and top >= 65535 and draw(st.booleans())
+        if faint:  # two values a few levels apart, anywhere in the range
+            dark = draw(st.integers(bottom, top - 300))
+            light = dark + draw(st.integers(1, 300))
+        else:
+            span = top - bottom
+            dark = draw(st.floats(bottom, bottom + 0.3 * span)) if mode == "F" else draw(st.integers(bottom, bottom + int(0.3 * span)))
+            light = draw(st.floats(bottom + 0.7 * span, top)) if mode == "F" else draw(st.integers(bottom + int(0.7 * span), top))
+        values = np.full(size[::-1], dark, dtype=np.float64)
+        values[:, size[0] // 2:] = light
+        return PILImage.frombytes(mode, size, values.astype(LAYOUT[mode]).tobytes()), faint
+    if mode in ("P", "P with transparency", "PA"):
+        # palette entry 0 dark, entry 1 the light colour, or for transparency any colour (black, say) hidden behind it
+        hidden = mode != "P"
+        palette = [*_dark(draw, 3), *(_any(draw, 3) if hidden else _light(draw, 3))]
+        image = PILImage.new("PA" if mode == "PA" else "P", size, (0, 255) if mode == "PA" else 0)
+        image.putpalette(palette + [0] * (768 - len(palette)))
+        image.paste((1, 0) if mode == "PA" else 1, right)
+        if mode == "P with transparency":
+            image.info["transparency"] = 1
+        return image, False
+    channels = {"1": 1, "L": 1, "LA": 1, "La": 1}.get(mode, 3)
+    if mode in ("LA", "La", "RGBA", "RGBa"):
+        transparent = draw(st.booleans())  # the light half: transparent (over a white page) or opaque and light
+        light = (*(_any(draw, channels) if transparent else _light(draw, channels)), 0 if transparent else 255)
+        if mode in ("La", "RGBa"):  # premultiplied: a transparent pixel holds no colour
+            light = tuple(value * light[-1] // 255 for value in light[:-1]) + light[-1:]
+        dark = (*_dark(draw, channels), 255)
+    elif mode == "CMYK":
+        dark = (*_any(draw, 3), draw(st.integers(200, 255)))  # heavy black ink
+        light = (*(draw(st.integers(0, 40)) for _ in range(3)), 0)  # little ink on white
+    elif mode in ("YCbCr", "LAB"):  # a luma or lightness channel, and colour near neutral
+        dark, light = [(level, *(draw(st.integers(108, 148)) for _ in range(2))) for level in
+                       (draw(st.integers(0, 60)), draw(st.integers(190, 255)))]
+    elif mode == "HSV":
+        dark = (draw(st.integers(0, 255)), draw(st.integers(0, 255)), draw(st.integers(0, 60)))
+        light = (draw(st.integers(0, 255)), draw(st.integers(0, 60)), draw(st.integers(200, 255)))
+    elif mode == "1":  # black and white
+        dark, light = (0,), (255,)
+    else:  # L, RGB, RGBX
+        dark, light = _dark(draw, channels), _light(draw, channels)
+        if mode == "RGBX":
+            dark, light = (*dark, 0), (*light, 0)
+    single = len(dark) == 1
+    image = PILImage.new(mode, size, dark[0] if single else dark)
+    image.paste(light[0] if single else light, right)
+    return image, False
+
+
+def _as_file(image, form: str) -> bytes | None:
+    """``image`` written in ``form``, where reading it back gives its mode and pixels; else None."""
+    import numpy as np
+    from PIL import Image as PILImage
+
+    buffer = io.BytesIO()
+    try:
+        image.save(buffer, format=form, **({"transparency": image.info["transparency"]} if "transparency" in image.info else {}))
+        back = PILImage.open(io.BytesIO(buffer.getvalue()))
+        back.load()
+    except (OSError, ValueError, KeyError):
+        return None
+    same_pixels = back.mode == image.mode and np.array_equal(np.asarray(back.convert("RGBA") if image.mode.startswith("P") else back),
+                                                             np.asarray(image.convert("RGBA") if image.mode.startswith("P") else image))
+    return buffer.getvalue() if same_pixels else None
+
+
+def _lighter_by(image) -> float:
+    """How much lighter the right half of ``image`` looks than its left, as a vision processor gets it (PIL's
+    convert("RGB"), transformers' convert_to_rgb on both stacks): the mean of its channels, 0-255."""
+    import numpy as np
+
+    pixels = np.asarray(image.convert("RGB"), dtype=np.float64)
+    half = pixels.shape[1] // 2
+    return float(pixels[:, half:].mean() - pixels[:, :half].mean())
+
+
+def _picture_end(image, mode: str, faint: bool, route: str, convert) -> str:
+    """The picture (a PIL image, or a file's bytes) through ``route``: prepare_dataset, or prepared rows as train() reads
+    them (a datasets Image column holds the file); ``accepted`` when the model's view of it keeps its right half lighter,
+    or a warning naming its row says it was stretched to show."""
+    import logging
+
+    from grpo_lite.log import logger
+    from grpo_lite.training.trainer import _training_rows
+
+    said = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = lambda record: said.append(record.getMessage())
+    logger.addHandler(handler)
+    try:
+        if route == "prepared rows to train()":
+            rows = Dataset.from_dict({"prompt": [[{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "q"}]}]],
+                                      "image": [image]}, features=Features({"prompt": List({"role": Value("string"), "content": List(
+                                          {"type": Value("string"), "text": Value("string")})}), "image": Image()}))
+            seen = _training_rows(rows, None)[0]["image"]
+        else:
+            seen = prepare_dataset([{"question": "What is this?", "answer": "1", "image": image}], system_prompt=None,
+                                   image_convert=convert)[0]["image"]
+    finally:
+        logger.removeHandler(handler)
+    stretched = any("row 0, column 'image'" in message and "stretched" in message for message in said)
+    if faint and stretched:
+        return "accepted"
+    assert not stretched, f"a picture that shows was stretched: {said}"
+    lighter = _lighter_by(seen)
+    if lighter < 24:
+        raise SilentChange(f"a {mode} picture, right half lighter, reached the model as mode {seen.mode} with its right "
+                           f"half {lighter:+.0f} lighter of 255 (image_convert={convert!r}); said: {said}")
+    return "accepted"
+
+
+@bounded()
+@given(drawn=picture(), route=st.sampled_from(["PIL image", "file", "prepared rows to train()"]),
+       form=st.sampled_from(LOSSLESS), convert=st.sampled_from([None, "RGB", "L", "RGBA"]))
+def test_every_mode_of_picture_reaches_the_model_as_the_picture_or_is_said(drawn, route, form, convert, generated_inputs):
+    image, faint = drawn
+    mode = image.mode
+    if route != "PIL image":
+        data = _as_file(image, form)
+        if data is None:  # a mode the format does not keep: the PIL image to prepare_dataset (no datasets column holds it)
+            route = "PIL image"
+        else:
+            image = data
+    judge(generated_inputs, "pictures", lambda: _picture_end(image, mode, faint, route, convert))

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from seekers import PLACES, READERS
 
 import rewards
 import rewards.sandbox as sandbox
@@ -756,3 +757,52 @@ def test_the_threat_model_page_lists_these_channels_and_promises():
     for channel, (bubblewrap, rlimits) in promised.items():
         assert bubblewrap.startswith(words[CHANNELS[channel]["bubblewrap"]]), channel
         assert rlimits.startswith(words[CHANNELS[channel]["rlimits"]]), channel
+
+
+# A program's inputs, sought by the program beside it: a game's seed (rewards.games.GameReward, the strategy beside the
+# game) and a task's checks (an assert test, the program beside its grader). Each seeker looks in one place another
+# process's inputs could show outside its own folder, while its peer runs, and answers with every 12-digit number it
+# finds there: a secret number found earns the reward. A program's inputs go in files of its own sandbox or on its stdin
+# (rewards.sandbox.Program), so none may.
+SEEK = READERS + textwrap.dedent("""
+    def seen():
+        found = PLACE
+        return sorted({int(number) for number in re.findall(r"(?<!\\d)\\d{12}(?!\\d)", found)})
+
+    strategy = solution = seen
+""")
+
+
+def seeker(place: str) -> str:
+    return SEEK.replace("PLACE", PLACES[place])
+
+
+@pytest.mark.parametrize("mode", MODES, indirect=True, scope="module")
+@pytest.mark.parametrize("place", PLACES)
+def test_no_program_finds_its_peers_inputs_on_a_command_line_in_an_environment_or_a_folder(place, mode):
+    from rewards.games import GameReward
+
+    secret = secrets.randbelow(9 * 10**11) + 10**11
+    completion = f"```python\n{seeker(place)}\n```"
+    guessing = GameReward("def play(strategy, seed):\n    return float(seed in strategy())\n", seeds=[secret], timeout=TIMEOUT)
+    assert guessing.outcomes([completion])[0][0].score == 0.0, f"the strategy found the game's seed in {place} ({mode})"
+    assert code_execution_reward(completions=[completion], test_cases=[[{"assert": f"{secret} in solution()"}]]) == [0.0], \
+        f"the program found its check's answer in {place} ({mode})"
+
+
+def test_each_seeker_finds_a_secret_where_it_looks(tmp_path):
+    """The seekers work: run outside any sandbox, each finds a secret put where it looks (its own and its parent's
+    command line, its environment, its parent's working folder, a folder named as the sandbox names its own)."""
+    secret = secrets.randbelow(9 * 10**11) + 10**11
+    (tmp_path / "inputs.json").write_text(f'{{"seed": {secret}}}')
+    planted = Path(tempfile.mkdtemp(prefix="grpo-lite-sandbox-"))
+    (planted / "inputs.json").write_text(f'{{"seed": {secret}}}')
+    try:
+        for place in PLACES:
+            child = f"{seeker(place)}\nprint(seen())"
+            parent = f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', {child!r}, '{secret}'])"
+            shown = subprocess.run([sys.executable, "-c", parent, str(secret)], cwd=tmp_path, capture_output=True, text=True,
+                                   env={"SEED": str(secret)}, timeout=60)
+            assert str(secret) in shown.stdout, f"{place}: {shown.stdout[-300:]} {shown.stderr[-300:]}"
+    finally:
+        shutil.rmtree(planted)

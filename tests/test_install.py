@@ -195,4 +195,4 @@ def test_the_install_cell_installs_from_the_wheel_and_notebook_01_then_runs(fres
     print(f"{path.name}: install cell {took.total_seconds():.0f} s")  # the figure docs/notebooks.md quotes (pytest -s)
     installed = subprocess.run([python, "-c", "import grpo_lite; print(grpo_lite.__file__)"], capture_output=True, text=True, cwd=where)
     assert installed.returncode == 0 and str(where / "venv") in installed.stdout, installed.stderr[-1000:]
-    assert (workdir / "outputs" / "quickstart" / "metrics.jsonl").exists()
+    assert (workdir / "outputs" / "quickstart-1" / "metrics.jsonl").exists()

@@ -1,4 +1,6 @@
-"""The notebooks run as written: each executes top to bottom under a real Jupyter kernel in smoke mode."""
+"""The notebooks run as written, and as users run them: each executes top to bottom under a real Jupyter kernel in smoke
+mode, then again in the same kernel ("Run all" a second time), which trains again in folders of its own, said, keeping
+the first run's."""
 
 import base64
 import io
@@ -60,15 +62,34 @@ def test_notebook_runs_in_smoke_mode(path, tmp_path, monkeypatch):
     monkeypatch.setenv("MPLBACKEND", "Agg")
     notebook = nbformat.read(path, as_version=4)
     client = NotebookClient(notebook, timeout=900, startup_timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}})
-    client.execute()  # raises CellExecutionError, with the cell and traceback, on any error
+    client.execute(cleanup_kc=False)  # raises CellExecutionError, with the cell and traceback, on any error
+    assert os.listdir(tmp_path), "the notebook should leave its outputs in its working directory"
+    first = run_folders(tmp_path)
+    assert first, "the notebook should train at least one run"
+    client.execute()  # "Run all" again, in the same kernel
     out = ROOT / "test-artifacts" / "notebooks"
     out.mkdir(parents=True, exist_ok=True)
     nbformat.write(notebook, out / path.name)
     errors = [o for c in notebook.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors, json.dumps(errors)[:2000]
-    assert os.listdir(tmp_path), "the notebook should leave its outputs in its working directory"
+    both = run_folders(tmp_path)
+    assert {folder: both.get(folder) for folder in first} == first, "the second run changed a run of the first"
+    said = "\n".join(o.get("text", "") for c in notebook.cells if c.cell_type == "code" for o in c.outputs)
+    again = sorted(set(both) - set(first))
+    assert len(again) == len(first), f"the second run should train as many runs, in folders of their own: {again}"
+    unsaid = [folder for folder in again if not any(NUMBERED.search(part.name) and str(part) in said
+                                                     for part in [folder, *folder.parents])]
+    assert not unsaid, f"the second run trained in folders it did not say: {unsaid}"
     if path.name == VISION_NOTEBOOK:
-        assert_dashboard_shows_a_sample_image(notebook, tmp_path / "outputs" / "vision-grpo" / "run")
+        assert_dashboard_shows_a_sample_image(notebook, tmp_path / "outputs" / "vision-grpo-2" / "run")
+
+
+NUMBERED = re.compile(r"-\d+$")  # a folder of its own: run_dir's and the demo's <name>-<n>
+
+
+def run_folders(root: Path) -> dict[Path, str]:
+    """Each run folder under ``root`` (relative to it: what a notebook's cells name), with its run.yaml."""
+    return {path.parent.relative_to(root): path.read_text() for path in root.rglob("run.yaml")}
 
 
 def assert_dashboard_shows_a_sample_image(notebook, run_folder: Path):

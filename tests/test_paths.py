@@ -76,7 +76,7 @@ def test_a_path_goes_where_text_goes_before_anything_loads(run_from_paths, tmp_p
     assert shown.functions == ["brevity"] and len(shown.groups) == 1
     assert plan(root / "model", gpu="T4").fits in (True, False)
     (tmp_path / "drive" / "MyDrive").mkdir(parents=True)  # Drive, mounted
-    assert run_dir("r", drive=True, drive_root=tmp_path / "drive") == tmp_path / "drive" / "MyDrive" / "grpo-lite" / "r"
+    assert run_dir("r", drive=True, drive_root=tmp_path / "drive") == tmp_path / "drive" / "MyDrive" / "grpo-lite" / "r-1"
     assert LiveDashboard(tmp_path / "dash", view="log").output_dir == tmp_path / "dash"
     assert export(model, tokenizer, tmp_path / "adapter") == tmp_path / "adapter"
     assert (tmp_path / "adapter" / "adapter_config.json").exists()

@@ -94,7 +94,21 @@ def test_one_gpu_hidden_too_late_still_trains_without_data_parallel(monkeypatch)
 
 def test_kaggle_runs_write_under_kaggle_working(monkeypatch):
     monkeypatch.setenv("KAGGLE_KERNEL_RUN_TYPE", "Interactive")
-    assert run_dir("quickstart") == Path("/kaggle/working/quickstart")
+    assert run_dir("quickstart").parent == Path("/kaggle/working")
+
+
+def test_each_run_of_a_notebook_gets_a_folder_of_its_own_said_and_resume_takes_the_last(tmp_path, monkeypatch, caplog):
+    """"Run all" again trains again: run_dir numbers past the highest folder there, keeping the runs before."""
+    monkeypatch.chdir(tmp_path)
+    with caplog.at_level("INFO", logger="grpo_lite"):
+        first = run_dir("quickstart")
+        assert run_dir("quickstart") == first == Path("outputs/quickstart-1")  # nothing made until a run writes there
+        (tmp_path / first).mkdir(parents=True)
+        assert run_dir("quickstart") == Path("outputs/quickstart-2") and run_dir("quick") == Path("outputs/quick-1")
+        assert run_dir("quickstart", resume=True) == first and run_dir("other", resume=True) == Path("outputs/other-1")
+    assert "run folder: outputs/quickstart-2 (each run of 'quickstart' gets a folder of its own; outputs/quickstart-1 " \
+           "and those before it are kept)" in caplog.text
+    assert "run folder: outputs/quickstart-1 (resume=True: the last run named 'quickstart', to continue)" in caplog.text
 
 
 def test_drive_without_colab_or_a_mount_is_refused_with_the_fix(tmp_path):
@@ -115,7 +129,7 @@ def test_a_run_on_drive_resumes_after_the_vm_is_recycled(tmp_path):
         from grpo_lite import build_tiny_model, load_builtin, load_model, prepare_dataset, run_dir, train
 
         steps = int(sys.argv[1])
-        out = run_dir("quickstart", drive=True, drive_root={str(drive)!r})
+        out = run_dir("quickstart", drive=True, drive_root={str(drive)!r}, resume=steps > 2)
         model, tokenizer = load_model(str(build_tiny_model({str(tmp_path / 'tiny')!r})))
         dataset = prepare_dataset(load_builtin("arithmetic")[:16], question="question", answer="answer")
         result = train(model, tokenizer, dataset, rewards="math", output_dir=out, max_steps=steps, save_steps=2,
@@ -126,7 +140,7 @@ def test_a_run_on_drive_resumes_after_the_vm_is_recycled(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     first = subprocess.run([sys.executable, "-c", script, "2"], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
     assert first.returncode == 0, first.stderr[-3000:]
-    out = drive / "MyDrive" / "grpo-lite" / "quickstart"
+    out = drive / "MyDrive" / "grpo-lite" / "quickstart-1"
     assert (out / "checkpoint-2").is_dir()
     recycled_at = time.time()
     second = subprocess.run([sys.executable, "-c", script, "4"], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)

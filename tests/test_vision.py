@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 from families import VISION_FAMILIES, has_torchvision
@@ -71,7 +72,7 @@ def test_a_vision_model_trains_on_image_rows_and_each_sample_shows_its_image(fam
 
 
 @FAMILY
-def test_generate_evaluate_preview_and_export_take_image_rows(family, folders, tmp_path):
+def test_generate_evaluate_preview_and_export_take_image_rows(family, folders, tmp_path, caplog):
     from peft import PeftModel
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
@@ -81,6 +82,13 @@ def test_generate_evaluate_preview_and_export_take_image_rows(family, folders, t
             torch.nn.init.normal_(p, std=0.05)
     dataset = prepare_dataset(colour_rows())
     assert len(generate(model, processor, dataset.select(range(2)), max_completion_length=4)) == 2
+    # a 16-bit scan given to generate directly reaches the processor scaled, as prepare_dataset gives it, and said
+    scan = Image.fromarray(np.array([[1000, 60000] * 16] * 32, dtype=np.uint16))
+    with caplog.at_level("INFO", logger="grpo_lite"):
+        given = generate(model, processor, [{"prompt": dataset[0]["prompt"], "image": scan}], max_completion_length=4)
+    assert "generate: images a vision processor would not show as they are: 1 in mode I;16" in caplog.text
+    scaled = prepare_dataset([{"question": "q", "answer": "a", "image": scan}])[0]["image"]
+    assert given == generate(model, processor, [{"prompt": dataset[0]["prompt"], "image": scaled}], max_completion_length=4)
     report = evaluate(model, processor, dataset, [colour_reward, text_reward], max_completion_length=4)
     assert report.n == len(dataset)
     found = preview(model, processor, dataset, [colour_reward, text_reward], n_prompts=2, num_generations=2,

@@ -113,6 +113,21 @@ def test_finetune_flags_narrow_the_layers_and_refuse_none(folders):
         load_model(folder, backend="cpu", load_in_4bit=False, finetune_language_layers=False)
 
 
+@needs_torchvision
+def test_an_export_of_a_vision_model_with_its_text_tokenizer_alone_is_refused_before_anything_is_written(folders, tmp_path):
+    """A folder written with ``processor.tokenizer`` holds no image processor: AutoProcessor cannot load it. Every way
+    of exporting refuses it, naming the fix; with the processor the folder loads (tests/test_vision.py)."""
+    from grpo_lite import export
+    from grpo_lite.model.exporter import ExportError
+
+    model, processor = load_model(str(folders[VISION_FAMILIES[0].name]), lora_rank=8)
+    for how in ("adapter", "merged_16bit", "merged_4bit", "gguf"):
+        with pytest.raises(ExportError, match=r"is a vision-language model and the \w+ given is a text tokenizer "
+                                              r"\(processor.tokenizer\?\).*export\(model, processor, \.\.\.\)"):
+            export(model, processor.tokenizer, tmp_path / how, how=how)
+        assert not (tmp_path / how).exists()
+
+
 def test_a_vision_model_without_torchvision_is_refused_with_the_fix(tmp_path, monkeypatch):
     folder = VISION_FAMILIES[0].build(tmp_path)
     monkeypatch.setitem(sys.modules, "torchvision", None)  # import torchvision raises ModuleNotFoundError

@@ -41,7 +41,7 @@ from rewards.extract import gold_text, is_data_frame, is_missing, several_splits
 from ..log import logger
 from ..machine import stack
 from ..shapes import AnyOf, Declared, Flag, Kind, Shape, Text, Whole, check, optional
-from .images import IMAGE_COLUMNS, read_images, undecoded
+from .images import IMAGE_COLUMNS, image_kind, read_images, undecoded
 from .prompts import (
     DatasetError,
     check_processor_for_images,
@@ -221,13 +221,44 @@ def image_column(columns: list[str]) -> str | None:
     return next((name for name in IMAGE_COLUMNS if name in columns), None)
 
 
+PEEK = 5  # values of a column looked at to tell whether it holds images
+
+
+def unread_image_columns(rows: Any, columns: Sequence[str]) -> dict[str, str]:
+    """The columns among ``columns`` that hold images (the ``datasets`` Image feature, or first values that are all image
+    values: grpo_lite.data.images.image_kind), each with what its first holds, for a message."""
+    from datasets import Image
+
+    found = {}
+    for column in columns:
+        feature = rows.features.get(column) if hasattr(rows, "features") else None
+        if isinstance(feature, Image) or isinstance(getattr(feature, "feature", None), Image):
+            found[column] = "a datasets Image column"
+            continue
+        head = rows.select(range(min(len(rows), 10 * PEEK)))[column] if hasattr(rows, "select") else \
+            [row.get(column) for row in rows[:10 * PEEK]]
+        present = [(index, value) for index, value in enumerate(head) if value is not None][:PEEK]
+        kinds = [image_kind(value) for _, value in present]
+        if present and all(kinds):
+            found[column] = f"row {present[0][0]} holds {kinds[0]}"
+    return found
+
+
+def _listed(columns: dict[str, str]) -> str:
+    """Columns of images for a message: ``column 'picture' (row 0 holds a PIL image) holds images``."""
+    named = [f"{column!r} ({what})" for column, what in columns.items()]
+    if len(named) == 1:
+        return f"column {named[0]} holds images"
+    return f"columns {', '.join(named[:-1])} and {named[-1]} hold images"
+
+
 def _column(rows: Any, column: str) -> list[Any]:
     if hasattr(rows, "column_names"):
         return undecoded(rows, column)
     return [row.get(column) for row in rows]
 
 
-def check_prompts(rows: Any, source: Any = None, tokenizer: Any = None) -> None:
+def check_prompts(rows: Any, source: Any = None, tokenizer: Any = None) -> list[list[Any]] | None:
     """Refuse prepared rows (a ``prompt`` column already) whose prompt a chat template cannot render as the question
     the model answers: not text or chat messages, empty, a user message without text, a content part that is neither
     text nor an image placeholder, or a last turn that is not the user's (a prefill included: see
@@ -237,7 +268,10 @@ def check_prompts(rows: Any, source: Any = None, tokenizer: Any = None) -> None:
     where the installed TRL takes it (``text_prompts_with_images``), holding the processor's image token once per image
     (checked where ``tokenizer``, the processor, is given); elsewhere it is refused with the fix. The
     :class:`DatasetError` names the row (``source``: the file it came from, to name its line) and the column, before
-    anything renders them."""
+    anything renders them. A column of images TRL does not read (another name than image or images) is said.
+
+    Returns each row's images as a vision processor must get them (grpo_lite.data.images.as_seen) where some had to be
+    converted (said), else None."""
     columns = list(rows.column_names) if hasattr(rows, "column_names") else list(dict.fromkeys(k for row in rows for k in row))
     prompts = _column(rows, "prompt")
     place = _row_places(source, len(prompts))
@@ -246,12 +280,18 @@ def check_prompts(rows: Any, source: Any = None, tokenizer: Any = None) -> None:
         if problem is not None:
             raise DatasetError(f"{place(index)}, column 'prompt': {problem}")
     images = image_column(columns)
-    counts = [0] * len(prompts)
+    seen, converted = [[]] * len(prompts), 0
     if images is not None:
         base = Path(source).parent if isinstance(source, (str, Path)) else None
-        counts = [len(found) for found in read_images(_column(rows, images), images, place, base)]
-    for index, (prompt, count) in enumerate(zip(prompts, counts)):
-        _check_placeholders(prompt, count, place(index), images, image_token(tokenizer))
+        seen, converted = read_images(_column(rows, images), images, place, base)
+    for index, (prompt, found) in enumerate(zip(prompts, seen)):
+        _check_placeholders(prompt, len(found), place(index), images, image_token(tokenizer))
+    unread = unread_image_columns(rows, [c for c in columns if c not in ("prompt", images)])
+    if unread:
+        logger.warning(f"{_listed(unread)}, and TRL reads a row's images from a column named image or images alone: the "
+                       "prompts go to the model without them. Rename the column to image "
+                       "(dataset.rename_column(...)), or build the rows with prepare_dataset(..., image_column=...)")
+    return seen if converted else None
 
 
 def image_token_id(processor: Any) -> int | None:
@@ -532,11 +572,13 @@ def prepare_dataset(
             v0.1, Phi-3-mini), ``False`` refuses the data instead of folding the system prompt into the question.
         image_column: the column holding each row's image, or a list of images: a PIL image, a file path (relative to
             the data file), the file's bytes or a ``datasets`` Image value. ``"auto"`` takes a column named ``images``
-            or ``image``, as TRL does; ``None``: no images. Every image is read and checked here, and every bad one
-            named at once by row and column. The images go to column ``image`` when each row has one (TRL 0.22 and 1.15
-            read it), else ``images`` (a list per row, read by TRL 1.15), with the ``datasets`` Image feature; each
-            prompt gets one ``{"type": "image"}`` part per image before its question, as the vision chat templates
-            and TRL place them. ``tokenizer`` is then the model's processor: prompt lengths count the image tokens
+            or ``image``, as TRL does, and refuses another column of images (a ``picture`` TRL would not read), naming
+            it; ``None``: no images. Every image is read and checked here, and every bad one named at once by row and
+            column; one a processor's ``convert("RGB")`` would lose (16-bit grayscale, transparency, CMYK) is
+            converted as it is meant to be seen, and said (grpo_lite.data.images). The images go to column ``image``
+            when each row has one (TRL 0.22 and 1.15 read it), else ``images`` (a list per row, read by TRL 1.15), with
+            the ``datasets`` Image feature; each prompt gets one ``{"type": "image"}`` part per image before its
+            question, as the vision chat templates and TRL place them. ``tokenizer`` is then the model's processor: prompt lengths count the image tokens
             it makes of each row's images.
         image_resize: resize each image: the longest side in pixels (the aspect kept), or (width, height) as
             Unsloth's vision notebooks do (``(512, 512)``); ``None`` keeps each size.
@@ -581,7 +623,16 @@ def prepare_dataset(
         logger.warning(f"the data's own 'answer' column is replaced by the gold answers of {answer!r} (answer={answer!r}), "
                        f"which grpo-lite's rewards read; {answer!r} stays as it is")
     keeps_solution = "solution" in columns  # the user's own solution column is never overwritten
+    asked = image_column
     images, image_column, image_out = _row_images(rows_or_dataset, source, columns, image_column, image_resize, image_convert)
+    unread = {} if asked is None else unread_image_columns(source, [c for c in columns if c not in (question, answer, image_column)])
+    if unread and image_column is None:
+        raise DatasetError(f"{_listed(unread)}, and image_column='auto' takes only a column named images or image, as TRL "
+                           f"does: pass image_column={next(iter(unread))!r} to give the model its pictures, or "
+                           "image_column=None to train on the text alone (the column is then kept as it is, for the rewards)")
+    if unread:
+        logger.warning(f"{_listed(unread)} besides image_column={image_column!r}, which alone goes to the model: the prompts "
+                       "go out without them (they are kept as they are, for the rewards)")
     if images and image_out != image_column and image_out in columns and image_out != question:
         raise DatasetError(f"column {image_out!r} is where TRL reads the images of column {image_column!r} from, and the "
                            f"data has its own {image_out!r}: rename it, or pass image_column={image_out!r}")
@@ -661,7 +712,7 @@ def _row_images(given: Any, source: Any, columns: list[str], column: str | None,
         return None, None, None
     values = [row.get(column) for row in source] if isinstance(source, list) else undecoded(source, column)
     base = Path(given).parent if isinstance(given, (str, Path)) else None
-    images = read_images(values, column, _row_places(given, len(values)), base, resize=resize, convert=convert)
+    images, _ = read_images(values, column, _row_places(given, len(values)), base, resize=resize, convert=convert)
     out = "image" if all(len(row) == 1 for row in images) else "images"
     if out == "images" and not stack.newer("several_images"):
         place = _row_places(given, len(images))
@@ -676,6 +727,13 @@ def _row_images(given: Any, source: Any, columns: list[str], column: str | None,
                 + (f", converted to {convert}" if convert else "") + f": kept as column {out!r}, "
                 + ("which TRL reads on both stacks" if out == "image" else "which TRL 0.24 and later read"))
     return images, column, out
+
+
+def with_seen_images(dataset, images: list[list[Any]]):
+    """``dataset`` with the values of its image column (``images`` or ``image``, as TRL reads them) replaced by ``images``,
+    each row's images as :func:`check_prompts` returned them."""
+    column = image_column(dataset.column_names)
+    return _with_images(dataset.remove_columns(column), column, images)
 
 
 def _with_images(prepared, column: str, images: list[list[Any]]):

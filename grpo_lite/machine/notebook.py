@@ -120,25 +120,17 @@ def check_runtime(allow_cpu: bool = False) -> RuntimeReport:
     return report
 
 
-def run_dir(name: str, *, drive: bool = False, drive_root: str | Path = "/content/drive") -> Path:
-    """Where a notebook's run ``name`` writes: on Google Drive with ``drive=True`` (mounted here when it is
-    not yet), so a recycled Colab VM loses nothing; ``/kaggle/working/<name>`` on Kaggle (kept with the
-    notebook's output); else ``outputs/<name>``.
-
-    ``drive_root`` is where Drive is mounted; a directory that is already there (mounted earlier, or a
-    stand-in) is used as it is.
-    """
-    if drive:
-        root = Path(drive_root)
-        if not (root / "MyDrive").is_dir():
-            try:
-                from google.colab import drive as colab_drive
-            except ImportError:
-                raise NotFound(
-                    f"drive=True needs Google Drive at {root}/MyDrive: run on Colab, or mount Drive there first, or set drive=False."
-                ) from None
-            colab_drive.mount(str(root))
-        return root / "MyDrive" / "grpo-lite" / name
-    if platform() == "kaggle":
-        return Path("/kaggle/working") / name
-    return Path("outputs") / name
+def drive_folder(drive_root: str | Path = "/content/drive") -> Path:
+    """grpo-lite's folder on Google Drive, ``<drive_root>/MyDrive/grpo-lite``, Drive mounted here when it is not yet.
+    ``drive_root`` is where Drive is mounted; a directory that is already there (mounted earlier, or a stand-in) is
+    used as it is."""
+    root = Path(drive_root)
+    if not (root / "MyDrive").is_dir():
+        try:
+            from google.colab import drive as colab_drive
+        except ImportError:
+            raise NotFound(
+                f"drive=True needs Google Drive at {root}/MyDrive: run on Colab, or mount Drive there first, or set drive=False."
+            ) from None
+        colab_drive.mount(str(root))
+    return root / "MyDrive" / "grpo-lite"

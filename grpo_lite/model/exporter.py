@@ -15,6 +15,7 @@ from pathlib import Path
 
 import torch
 
+from ..data.prompts import is_processor
 from ..errors import UserError
 from ..log import logger
 
@@ -119,6 +120,16 @@ def _gguf_methods(quantization: str | Sequence[str] | None) -> list[str]:
                       "case, as Unsloth reads them), or a list of them")
 
 
+def _processor_of_vision_model(model, tokenizer) -> None:
+    """Refuse a vision-language model (its config has a ``vision_config``) with a text tokenizer: the folder would hold
+    no image processor, so ``AutoProcessor.from_pretrained`` could not load it and the model could not read an image."""
+    if getattr(getattr(model, "config", None), "vision_config", None) is not None and not is_processor(tokenizer):
+        raise ExportError(f"export: this {type(model).__name__} is a vision-language model and the {type(tokenizer).__name__} "
+                          "given is a text tokenizer (processor.tokenizer?): the folder would have no image processor, and "
+                          "AutoProcessor.from_pretrained could not load it. Pass the processor load_model returned with the "
+                          "model: export(model, processor, ...)")
+
+
 def _hub_repo(push_to_hub: str | None) -> None:
     if push_to_hub is not None and (not isinstance(push_to_hub, str) or push_to_hub.count("/") != 1 or "" in push_to_hub.split("/")):
         raise ExportError(f"export: push_to_hub={push_to_hub!r}; give the Hub repository as 'user/name'")
@@ -146,7 +157,9 @@ def export(
     push_to_hub: str | None = None,
     token: str | None = None,
 ) -> Path:
-    """Write ``model`` and ``tokenizer`` to ``out_dir`` and return it.
+    """Write ``model`` and ``tokenizer`` to ``out_dir`` and return it. A vision-language model is written with its
+    processor (``tokenizer`` is the processor load_model returned), so that ``AutoProcessor`` loads the folder: its
+    text tokenizer alone is refused.
 
     how:
         ``"adapter"``: the trained LoRA weights only (a few MB); load with ``peft.AutoPeftModelForCausalLM``.
@@ -175,6 +188,7 @@ def export(
     """
     how = _how(how)
     methods = _gguf_methods(quantization) if how == "gguf" else None
+    _processor_of_vision_model(model, tokenizer)
     _hub_repo(push_to_hub)
     written = _write(model, tokenizer, Path(out_dir), how, methods, dtype, overwrite)
     if push_to_hub is not None:

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from ..data.images import images_of
+from ..data.images import images_of, seen_images
 from ..data.prompts import DatasetError, check_processor_for_images, is_chat, render_prompt, row_settings, template_kwargs
 from ..machine import stack
 from ..run.settings import ConfigError
@@ -211,7 +211,7 @@ def sample(
         raise ConfigError(f"generate: adapter=False, but this {type(model).__name__} has no LoRA adapter to turn off (a merged or "
                          "fully trained model has no base model left in it)")
     texts = prompt_texts(tokenizer, prompts_or_messages, chat_template_kwargs)
-    images = [images_of(item) for item in prompts_or_messages]
+    images = seen_images([images_of(item) for item in prompts_or_messages], "generate")
     if any(images):
         check_processor_for_images(tokenizer, "generate: the rows have images")
     options = dict(max_completion_length=max_completion_length, do_sample=do_sample, num_return_sequences=num_return_sequences,

@@ -22,11 +22,13 @@ cut short or gone from a folder whose checkpoints hold the run's record: :func:`
 no run wrote).
 A run writes into a new folder, or into a run's folder that it resumes or is told to overwrite (:func:`clear_run`, which
 removes that run's files and keeps every other one); anything else is refused (``run.settings.output_problems``). A run
-given no folder gets a fresh one, ``outputs/<model>-<n>`` (:func:`fresh_run_dir`).
+given no folder gets a fresh one, ``outputs/<model>-<n>`` (:func:`fresh_run_dir`), and a notebook's run one named for it,
+``outputs/<name>-<n>`` (:func:`run_dir`), so that "Run all" again trains into a new folder and keeps the last.
 """
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import os
@@ -268,12 +270,46 @@ def run_name(model: str) -> str:
     return re.sub(r"[^\w.-]+", "-", Path(str(model)).name).strip("-.") or "grpo-lite"
 
 
+def _numbers(name: str, parent: Path) -> list[int]:
+    """The numbers of the folders ``<name>-<n>`` in ``parent``."""
+    return [int(match.group(1)) for path in parent.glob(f"{glob.escape(name)}-*")
+            if (match := re.fullmatch(rf"{re.escape(name)}-(\d+)", path.name))]
+
+
 def fresh_run_dir(name: str, parent: Path = RUNS_FOLDER) -> Path:
     """``outputs/<name>-<n>``, numbered one past the highest such folder already there (``outputs/tiny-3`` after
     ``outputs/tiny-2``): each run given no output_dir gets a folder of its own."""
-    taken = [int(match.group(1)) for path in parent.glob(f"{name}-*")
-             if (match := re.fullmatch(rf"{re.escape(name)}-(\d+)", path.name))]
-    return parent / f"{name}-{max(taken, default=0) + 1}"
+    return parent / f"{name}-{max(_numbers(name, parent), default=0) + 1}"
+
+
+def run_dir(name: str, *, drive: bool = False, drive_root: str | Path = "/content/drive", resume: bool = False) -> Path:
+    """A folder of its own for a notebook's run: ``<place>/<name>-<n>``, numbered one past the highest there (as a run
+    given no output_dir gets ``outputs/<model>-<n>``), so that each "Run all" trains again, in a new folder, and keeps
+    the runs before; where it is, is said. Nothing is made until the run writes there.
+
+    Args:
+        name: the run's name, the folder's before its number: ``"quickstart"`` gives ``outputs/quickstart-1``, then
+            ``outputs/quickstart-2``.
+        drive: on Google Drive (``<drive_root>/MyDrive/grpo-lite``, mounted here when it is not yet), so that a recycled
+            Colab VM loses nothing. Otherwise ``/kaggle/working`` on Kaggle (kept with the notebook's output), else
+            ``outputs``.
+        drive_root: where Drive is mounted; a directory that is already there (mounted earlier, or a stand-in) is used
+            as it is.
+        resume: the highest-numbered folder there instead, the last run, to continue with ``train(..., resume=True)``
+            after a disconnect or a recycled VM; a fresh one where there is none.
+    """
+    from ..machine.notebook import drive_folder, platform
+
+    parent = drive_folder(drive_root) if drive else Path("/kaggle/working") if platform() == "kaggle" else RUNS_FOLDER
+    taken = _numbers(name, parent)
+    if resume and taken:
+        folder = parent / f"{name}-{max(taken)}"
+        logger.info(f"run folder: {folder} (resume=True: the last run named {name!r}, to continue)")
+        return folder
+    folder = parent / f"{name}-{max(taken, default=0) + 1}"
+    kept = f"; {parent / f'{name}-{max(taken)}'} and those before it are kept" if taken else ""
+    logger.info(f"run folder: {folder} (each run of {name!r} gets a folder of its own{kept})")
+    return folder
 
 
 def say_fresh_run_dir(folder: Path) -> None:

@@ -566,7 +566,16 @@ def output_problems(output_dir: str | os.PathLike | None, *, resume: bool = Fals
 def data_problems(spec: dict[str, Any]) -> list[str]:
     """What stops a recipe's data section from giving rows: an unknown built-in, a missing, unreadable or empty file,
     a missing column, an empty prompt among prepared rows. The file is read here, before any model loads."""
-    from ..data.prepare import DatasetError, builtin_names, check_prompts, image_column, load_builtin, load_rows, prepare_dataset
+    from ..data.prepare import (
+        DatasetError,
+        builtin_names,
+        check_prompts,
+        image_column,
+        load_builtin,
+        load_rows,
+        prepare_dataset,
+        unread_image_columns,
+    )
 
     if "builtin" in spec and "path" in spec:
         return [f"both builtin: {spec['builtin']} and path: {spec['path']} given; keep the one the rows come from"]
@@ -602,7 +611,8 @@ def data_problems(spec: dict[str, Any]) -> list[str]:
     missing = [f"{where}: no column {column!r} (columns: {', '.join(sorted(columns))}); name the right one ({role}: <column>)"
                for role, column in wanted.items() if column is not None and column not in columns]
     image_options = {key: spec[key] for key in ("image_column", "image_resize", "image_convert") if key in spec}
-    if missing or not (image_options or image_column(list(columns))):
+    images = image_options or image_column(list(columns)) or unread_image_columns(rows, sorted(columns - set(wanted.values())))
+    if missing or not images:
         return missing
     try:  # every image is read and shaped as training will read it, so a bad one is named before the model loads
         prepare_dataset(spec.get("path", rows), question=wanted["question"], answer=wanted["answer"], **image_options)

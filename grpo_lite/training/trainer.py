@@ -40,7 +40,7 @@ from rewards.calling import check_columns
 from rewards.combine import distinct_names, name_clashes
 from rewards.extract import is_data_frame, several_splits
 
-from ..data.prepare import DatasetError, as_dataset, check_prompts, image_column, prompt_lengths
+from ..data.prepare import DatasetError, as_dataset, check_prompts, image_column, prompt_lengths, with_seen_images
 from ..data.prompts import check_processor_for_images, describe_row_settings, fit_dataset, remember_template_kwargs
 from ..guards.faults import faults_reported
 from ..guards.nan import NaNStop
@@ -93,12 +93,14 @@ class TrainResult:
 def _training_rows(dataset, tokenizer):
     """The training rows as a ``datasets.Dataset`` (a pandas DataFrame becomes one) whose missing values are None
     (:func:`as_dataset`), checked: a ``prompt`` column whose every prompt a chat template can render, or the installed
-    TRL takes with the row's images as text (:func:`check_prompts`, ``tokenizer`` the processor), and at least one row."""
+    TRL takes with the row's images as text (:func:`check_prompts`, ``tokenizer`` the processor), and at least one row.
+    Images a vision processor would not show as they are (16-bit grayscale, transparency) are converted, as said."""
     if is_data_frame(dataset):
         dataset = as_dataset(dataset)
     _check_dataset(dataset)
-    check_prompts(dataset, tokenizer=tokenizer)
-    return as_dataset(dataset)
+    seen = check_prompts(dataset, tokenizer=tokenizer)
+    dataset = as_dataset(dataset)
+    return dataset if seen is None else with_seen_images(dataset, seen)
 
 
 def _check_dataset(dataset) -> None:
