@@ -142,8 +142,13 @@ def measure(hidden: int, layers: int, heads: int, kv_heads: int, head_dim: int, 
 
     from grpo_lite import prepare_dataset
     from grpo_lite.data.prepare import prompt_lengths
+    from grpo_lite.machine import stack
 
     trl_utils._ChunkedLogProbFunction = tiled_log_prob()
+    if stack.newer("cpu_logprobs"):
+        # TRL 1.16 scores only the completions' positions on Triton's devices (a GPU), and every position elsewhere
+        # (trl/trainer/utils.py, add_fused_lm_head: compact = _use_triton(device)): the GPU path is what is measured
+        trl_utils._use_triton = lambda device: True
     with tempfile.TemporaryDirectory() as folder:
         if vision is None:
             model, processor = _text_model(hidden, layers, heads, kv_heads, head_dim, intermediate, vocab)

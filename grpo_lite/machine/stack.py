@@ -299,6 +299,8 @@ UPSTREAM_NAMES = (
     Upstream("trl", _GRPO_TRAINER, "GRPOTrainer._generate", ("prompts",), on=("generation_helpers",)),
     Upstream("trl", _GRPO_TRAINER, "GRPOTrainer._logs"),
     Upstream("trl", "trl/trainer/utils.py", "_ChunkedLogProbFunction", on=("fused_lm_head", "not cpu_logprobs")),
+    # benchmarks/plan_vs_allocated.py measures TRL's GPU path on a CPU: the completions' positions only
+    Upstream("trl", "trl/trainer/utils.py", "_use_triton", on=("cpu_logprobs",)),
     Upstream("trl", "trl/data_utils.py", "apply_chat_template", ("example",)),
     Upstream("trl", "trl/chat_template_utils.py", "parse_response", ("tokenizer", "ids", "prefix"), on=("tools",)),
     Upstream("trl", "trl/chat_template_utils.py", "parse_response", ("tools",), on=("typed_tool_arguments",)),
