@@ -453,7 +453,8 @@ def _game_recipe(folder: Path, **settings) -> Path:
 
 
 def test_a_run_yaml_names_tools_environments_and_a_rollout_function_by_file_each_checked_before_the_model_loads(tmp_path):
-    named = {"tools": ["games.py:guess"], "environment_factory": {"numbers": "games.py:NumberGuess"},
+    # the tool guess beside LetterGuess, whose tool is guess_letter: NumberGuess's guess would clash with it
+    named = {"tools": ["games.py:guess"], "environment_factory": {"letters": "games.py:LetterGuess"},
              "rollout_func": "games.py:play_number_guess"}
     settings = read_recipe(_game_recipe(tmp_path, **named))
     assert settings.tools == [f"{tmp_path}/games.py:guess"]  # a file beside the YAML, wherever it is run from
@@ -465,7 +466,7 @@ def test_a_run_yaml_names_tools_environments_and_a_rollout_function_by_file_each
         assert settings.problems() == []
         given = settings.rollouts()
         assert [tool.__name__ for tool in given["tools"]] == ["guess"] and given["tools"][0](5) == "correct"
-        assert given["environment_factory"]["numbers"]().guess(5) == "correct"
+        assert given["environment_factory"]["letters"]().guess_letter("e") == "correct"
         assert given["rollout_func"].__name__ == "play_number_guess"
     # with no rewards, the environment's get_reward scores the episodes alone
     scored_by_itself = read_recipe(_game_recipe(tmp_path, rewards=None, environment_factory="games.py:NumberGuess"))

@@ -10,7 +10,6 @@ its environment as ``environments``, and the environment's ``get_reward()`` is a
 
 from __future__ import annotations
 
-import inspect
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from typing import Any
 
 from ..data.prompts import render_prompt, template_kwargs
 from ..model.inference import sample, text_tokenizer, tool_call_parser
+from ..run.rollout_checks import environment_tools
 
 
 @dataclass(frozen=True)
@@ -49,12 +49,6 @@ def _result(tools: dict[str, Any], call: dict[str, Any]) -> tuple[str, str]:
         return name, str(tools[name](**function.get("arguments", {})))
     except Exception as error:  # the model's call, whatever it does wrong, is answered, never raised
         return name, str({"error": str(error)})
-
-
-def environment_tools(environment: Any) -> list[Any]:
-    """An environment's tools as TRL reads them: its class's public functions but ``reset`` and ``get_reward``, bound."""
-    return [getattr(environment, name) for name, _ in inspect.getmembers(type(environment), predicate=inspect.isfunction)
-            if not name.startswith("_") and name not in ("reset", "get_reward")]
 
 
 def _started(row: dict[str, Any], factory: Any) -> tuple[dict[str, Any], Any]:
