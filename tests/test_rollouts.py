@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 from families import TOOL_CALLING
-from games import LetterGuess, NumberGuess, build_tool_calling_model, calls_reward, guess, play_number_guess
+from games import LetterGuess, NumberGuess, calls_reward, guess, play_number_guess
 from packaging.version import Version
 from stacks import newer_only
 
@@ -148,11 +148,6 @@ def test_the_prompt_length_check_counts_the_tools_the_chat_template_describes(op
                                           rf"plus max_completion_length=192 exceeds the model's max_seq_length={model.max_seq_length}"):
         train(model, tokenizer, rows, [calls_reward], output_dir=tmp_path / "run", **{keyword: value}, **STEPS)
     assert not (tmp_path / "run").exists()
-
-
-@pytest.fixture(scope="module")
-def tool_caller(tmp_path_factory):
-    return build_tool_calling_model(tmp_path_factory.mktemp("tool-caller"))
 
 
 def _episodes(folder, per_step: int = 4):

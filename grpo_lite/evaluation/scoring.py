@@ -241,7 +241,7 @@ def score(
         pass_k = {j: sum(pass_at_k(k, c, j) for c in num_correct) / len(rows) for j in powers_of_two(k)}
 
     examples = [
-        {"prompt": row["prompt"], "answer": row["answer"], "completion": _text(completion),
+        {"prompt": row["prompt"], "answer": row.get("answer"), "completion": _text(completion),
          "correct": is_correct(c), "formatted": bool(f and f > 0)}
         for row, completion, c, f in zip(rows, completions, correct, formatted)
     ]
@@ -311,6 +311,9 @@ def evaluate(
 
     check(dict(heldout_n=heldout_n, heldout_samples=heldout_samples, max_completion_length=max_completion_length,
                temperature=temperature, batch_size=batch_size), EVALUATE_ARGUMENTS, ConfigError, "evaluate")
+    # the T4 stack's TRL has no tool loop to play episodes as training would
+    refuse_lacking_options({name: value for name, value in (("tools", tools), ("environment_factory", environment_factory))
+                            if value})
     dataset = as_dataset(dataset)
     rows = [dict(row) for row in (dataset.select(range(min(heldout_n, len(dataset)))) if heldout_n is not None else dataset)]
     if not rows:
@@ -323,8 +326,6 @@ def evaluate(
     options = dict(max_completion_length=max_completion_length, batch_size=batch_size, chat_template_kwargs=chat_template_kwargs)
     label = (lambda what: f"{progress}: {what}") if progress is not None else (lambda what: None)
     if tools or environment_factory is not None:
-        refuse_lacking_options({name: value for name, value in (("tools", tools), ("environment_factory", environment_factory))
-                                if value})  # the T4 stack's TRL has no tool loop to play them as training would
         played, _ = guard_rollouts({"tools": tools or [], "environment_factory": environment_factory}, tool_timeout=tool_timeout)
 
         def generate(rows, *, num_return_sequences=1, **more):  # an episode per row and sample, as training plays them

@@ -296,7 +296,9 @@ class GuardedReward(GuardedCall):
 
     def _raised(self, error: Exception, n: int, kwargs: dict[str, Any]) -> list[None]:
         detail = error.said if isinstance(error, CallFailed) else _user_traceback(error)
-        return self._failed(detail, n, kwargs, _row_in_frames(error, kwargs.get("completions")))
+        per_completion = [values for key, values in kwargs.items()  # the completions first, then the prompts, the columns
+                          if key not in SHARED_ARGUMENTS and isinstance(values, list) and len(values) == n]
+        return self._failed(detail, n, kwargs, _row_in_frames(error, per_completion))
 
     def _checked(self, value: Any, n: int, kwargs: dict[str, Any]) -> list[float | None]:
         scores, violations = read_scores(value, n)
@@ -342,17 +344,17 @@ class AwaitedGuardedReward(AsyncGuardedReward):
         return run_coroutine(super().__call__(*args, completions=completions, **kwargs))
 
 
-def _row_in_frames(error: BaseException, completions: Any) -> int | None:
-    """The completion a reward was scoring when it raised, where its frames hold one of the completions it was given
-    (``for completion in completions``): the first of them, innermost frame first; None where none does."""
-    if not isinstance(completions, list):
-        return None
+def _row_in_frames(error: BaseException, per_completion: list[list]) -> int | None:
+    """The completion a reward was at when it raised, where a frame of its holds one of the values it was given for one
+    (``for completion in completions``, ``for a in answer``): innermost frame first, ``per_completion``'s lists in their
+    order (the completions first); None where no frame does. Numbers are no evidence (one 0 is every 0)."""
     frames = [frame for frame, _ in traceback.walk_tb(error.__traceback__)
               if not frame.f_code.co_filename.startswith(_GUARDS)]
     for frame in reversed(frames):
-        for value in frame.f_locals.values():
-            for i, completion in enumerate(completions):
-                if value is completion and not isinstance(value, (int, float, bool)):
+        held = [value for value in frame.f_locals.values() if not isinstance(value, (int, float, bool, type(None)))]
+        for values in per_completion:
+            for i, given in enumerate(values):
+                if any(value is given for value in held):
                     return i
     return None
 

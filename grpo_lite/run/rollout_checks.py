@@ -63,7 +63,9 @@ def tool_problems(tool: Any, where: str) -> list[str]:
     try:
         get_json_schema(tool)
     except Exception as refused:  # transformers' DocstringParsingException, TypeHintParsingException
-        return [f"{where} ({tool.__name__}) cannot be described to the model: {refused}. Give every argument a type hint "
+        said = str(refused).rstrip()
+        said += "" if said.endswith((".", "!")) else "."
+        return [f"{where} ({tool.__name__}) cannot be described to the model: {said} Give every argument a type hint "
                 "and the function a Google-style docstring with an 'Args:' line for each argument (transformers' "
                 "get_json_schema reads them)"]
     return []
@@ -75,8 +77,8 @@ def _clashes(named: list[tuple[str, Any]]) -> list[str]:
     for where, tool in named:
         if callable(tool) and isinstance(getattr(tool, "__name__", None), str):
             by_name.setdefault(tool.__name__, []).append(where)
-    return [f"{' and '.join(wheres)} are all named {name!r}: TRL calls a tool by its name and keeps the last of one name, "
-            "so the model could never call the others; give each tool a name of its own"
+    return [f"{', '.join(wheres[:-1])} and {wheres[-1]} share the name {name!r}: TRL calls a tool by its name and keeps the "
+            "last of one name, so the model could never call the others; give each tool a name of its own"
             for name, wheres in by_name.items() if len(wheres) > 1]
 
 
@@ -148,7 +150,7 @@ def _reset_problems(reset, made: str, columns: Sequence[str]) -> list[str]:
     given = set(columns)
     keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
     missing = [p.name for p in parameters if p.kind in keyword and p.default is inspect.Parameter.empty and p.name not in given]
-    shown = f"reset{str(signature).replace('(self, ', '(', 1).replace('(self)', '()', 1)}"
+    shown = f"reset({', '.join(map(str, parameters))})"
     listed = ", ".join(columns)
     if missing:
         return [f"{made}, whose {shown} needs column{'s' * (len(missing) > 1)} {', '.join(map(repr, missing))}, which the "
