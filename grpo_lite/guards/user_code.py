@@ -1,7 +1,7 @@
 """Every call a run makes into user code, guarded alike: reward functions, tools, an environment's ``reset``, methods and
 ``get_reward``, rollout functions, and the servers they talk to.
 
-Each kind has a time limit (:data:`KINDS`: its setting and default, said when a run starts by :func:`time_limits`); a
+Each kind has a time limit (:data:`TIME_LIMITS`: its setting and default, said when a run starts by :func:`time_limits`); a
 call past it is stopped where it runs (:mod:`grpo_lite.guards.time_limit`) and said with the stack where it was. What a
 call returns is checked against what the trainer needs (a finite number or None per completion, one per completion; a
 prompt's text from ``reset``; the token lists TRL reads from a rollout function), and ``get_reward`` returning NaN or
@@ -67,7 +67,7 @@ class Kind:
     call: str
 
 
-KINDS = {
+TIME_LIMITS = {
     "reward": Kind("reward_timeout", REWARD_TIMEOUT, "reward call (a batch)"),
     "tool": Kind("tool_timeout", TOOL_TIMEOUT, "tool call or environment reset"),
     "rollout": Kind("rollout_timeout", ROLLOUT_TIMEOUT, "rollout_func call (a batch)"),
@@ -688,14 +688,14 @@ def _seconds(limit: float | None) -> str:
 
 
 def time_limits(limits: Mapping[str, float | None], options: Mapping[str, Any]) -> str:
-    """The time limits of a run with ``limits`` (a :data:`KINDS` key -> its seconds, None for none) and ``options`` (its
+    """The time limits of a run with ``limits`` (a :data:`TIME_LIMITS` key -> its seconds, None for none) and ``options`` (its
     tools, environment_factory, rollout_func), each with its setting: the line a run starts with."""
     kinds = ["reward"]
     if options.get("tools") is not None or options.get("environment_factory") is not None:
         kinds.append("tool")
     if options.get("rollout_func") is not None:
         kinds.append("rollout")
-    said = [f"{_seconds(limits[kind])} a {KINDS[kind].call} ({KINDS[kind].setting})" for kind in kinds]
+    said = [f"{_seconds(limits[kind])} a {TIME_LIMITS[kind].call} ({TIME_LIMITS[kind].setting})" for kind in kinds]
     factory = options.get("environment_factory")
     for each in (factory.values() if isinstance(factory, dict) else [factory]):
         if inspect.isclass(each) and issubclass(each, HttpEnvironment):
