@@ -59,18 +59,17 @@ ROLLOUT_KEYS = ("prompt_ids", "completion_ids", "logprobs")  # what TRL reads fr
 
 
 @dataclass(frozen=True)
-class Kind:
-    """A kind of user code's time limit: its setting, its default, and what one call of it is."""
+class TimeLimitSetting:
+    """The time limit of a kind of user code: its setting, and what one call of it is."""
 
     setting: str
-    default: float
     call: str
 
 
-TIME_LIMITS = {
-    "reward": Kind("reward_timeout", REWARD_TIMEOUT, "reward call (a batch)"),
-    "tool": Kind("tool_timeout", TOOL_TIMEOUT, "tool call or environment reset"),
-    "rollout": Kind("rollout_timeout", ROLLOUT_TIMEOUT, "rollout_func call (a batch)"),
+TIME_LIMITS = {  # their defaults: REWARD_TIMEOUT, TOOL_TIMEOUT, ROLLOUT_TIMEOUT (grpo_lite/run/settings.py)
+    "reward": TimeLimitSetting("reward_timeout", "reward call (a batch)"),
+    "tool": TimeLimitSetting("tool_timeout", "tool call or environment reset"),
+    "rollout": TimeLimitSetting("rollout_timeout", "rollout_func call (a batch)"),
 }
 # A server's failure, or the cause of one: a connection refused, reset or cut mid-reply, no answer in time, an HTTP
 # exchange broken off (http.client's IncompleteRead, RemoteDisconnected, BadStatusLine), a name that does not resolve.

@@ -444,7 +444,8 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
         switch,  # last: it acts on stop requests made by the callbacks before it at the same step
     ]
     # a copy: TRL appends an environment's get_reward to the list it is given, guarded then and watched
-    trainer = grpo_trainer(model, tokenizer, dataset, list(guarded), config, watchers, settings.reward_timeout, **played)
+    trainer = grpo_trainer(model, tokenizer, dataset, list(guarded), config, watchers, reward_timeout=settings.reward_timeout,
+                           **played)
     environment_rewards = trainer.reward_funcs[len(guarded):]
     guarded += environment_rewards
     watched += environment_rewards
