@@ -287,17 +287,14 @@ class GuardedReward(GuardedCall):
         self.failed(f"{self.label} failed{self._where(kwargs, n, index)}; this batch scores None.\n{detail}", key=detail)
         return [None] * n
 
-    def _hung(self, hang: TimedOut, n: int, kwargs: dict[str, Any]) -> list[None]:
-        return self._failed(
-            f"it did not return within reward_timeout={hang.seconds:g} s. It was here:\n{hang.stack}{self._FATE} "
-            "Fix the function (a timeout for its network calls, no input()), or raise reward_timeout "
-            "(train(..., reward_timeout=...), None for no limit) if scoring a batch really takes this long.", n, kwargs)
-
-    def _raised(self, error: Exception, n: int, kwargs: dict[str, Any]) -> list[None]:
-        detail = error.said if isinstance(error, CallFailed) else _user_traceback(error)
+    def _raised(self, failure: Failure, n: int, kwargs: dict[str, Any]) -> list[None]:
+        if failure.hang:  # the whole batch was being scored: no row to name
+            fix = _fix(failure, "the function", self.setting).replace("it really takes", "scoring a batch really takes")
+            return self._failed(f"{failure.what}. {failure.detail}{self._FATE} {fix}", n, kwargs)
+        detail = failure.detail if failure.own else f"{failure.what}. {_fix(failure, 'the function', self.setting)}"
         per_completion = [values for key, values in kwargs.items()  # the completions first, then the prompts, the columns
                           if key not in SHARED_ARGUMENTS and isinstance(values, list) and len(values) == n]
-        return self._failed(detail, n, kwargs, _row_in_frames(error, per_completion))
+        return self._failed(detail, n, kwargs, _row_in_frames(failure.error, per_completion))
 
     def _checked(self, value: Any, n: int, kwargs: dict[str, Any]) -> list[float | None]:
         scores, violations = read_scores(value, n)
@@ -311,10 +308,8 @@ class GuardedReward(GuardedCall):
         args, kwargs = private_copy(args), reward_arguments({"completions": completions, **kwargs})
         try:
             scores = self._invoke(*args, **kwargs)
-        except TimedOut as hang:
-            return self._hung(hang, n, kwargs)
-        except Exception as error:
-            return self._raised(error, n, kwargs)
+        except Exception as error:  # TimedOut among them
+            return self._raised(self._failure(error), n, kwargs)
         return self._checked(scores, n, kwargs)
 
 
@@ -328,10 +323,8 @@ class AsyncGuardedReward(GuardedReward):
         args, kwargs = private_copy(args), reward_arguments({"completions": completions, **kwargs})
         try:
             scores = await self._invoke_async(*args, **kwargs)
-        except TimedOut as hang:
-            return self._hung(hang, n, kwargs)
-        except Exception as error:
-            return self._raised(error, n, kwargs)
+        except Exception as error:  # TimedOut among them
+            return self._raised(self._failure(error), n, kwargs)
         return self._checked(scores, n, kwargs)
 
 
