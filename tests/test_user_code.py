@@ -17,9 +17,10 @@ from families import TOOL_CALLING
 from games import EPISODE_STEPS, NumberGuess, calls_reward, guess
 from stacks import newer_only
 
-from grpo_lite import evaluate, load_model, prepare_dataset, read_metrics, train
+from grpo_lite import evaluate, load_model, prepare_dataset, preview, read_metrics, train
 from grpo_lite.data.prepare import DatasetError
 from grpo_lite.errors import UserError
+from grpo_lite.guards.user_code import UserCodeError
 from grpo_lite.launch.cli import main
 from grpo_lite.launch.recipe import read_recipe, run_recipe
 from grpo_lite.machine import stack
@@ -164,6 +165,19 @@ def test_a_rewards_error_under_grpo_lite_train_names_its_row(tmp_path, monkeypat
     assert "ZeroDivisionError: float division by zero" in err
 
 
+@newer_only("rollout_func")
+def test_preview_with_a_rollout_function_that_returns_no_batch_is_refused_naming_what_it_lacks(tools_template):
+    def play(prompts, trainer):
+        return {"prompt_ids": [[5, 6]] * len(prompts)}
+
+    model, tokenizer = tools_template
+    with pytest.raises(UserCodeError, match=r"^preview: rollout function 'play' failed on a batch of 2 prompts \(the first: "
+                                            r"'Find my number from 1 to 9\.'\): its dict has no 'completion_ids', 'logprobs' "
+                                            r"\(it has 'prompt_ids'\)\. Fix the rollout function\.$"):
+        preview(model, tokenizer, game_rows(1), [calls_reward], rollout_func=play, n_prompts=1, num_generations=2,
+                preset="cpu-smoke", max_completion_length=8)
+
+
 # --- what is knowable before the model loads --------------------------------------------------------------------------
 
 class Keyed(NumberGuess):
@@ -243,9 +257,16 @@ class Unscored(NumberGuess):
 
 def test_evaluate_refuses_rows_it_cannot_judge_before_playing_any(tmp_path):
     rows = game_rows(2).remove_columns("answer")
-    with pytest.raises(DatasetError, match=r"^evaluate: the dataset has no 'answer' column \(columns: [a-z, ]*\), which "
-                                           r"accuracy is judged by: .*pass correctness=.*get_reward\(\) scores them"):
-        evaluate(None, None, rows, environment_factory=Unscored, progress=None)  # no model: nothing was generated
+    unjudged = (r"^evaluate: the dataset has no 'answer' column \(columns: [a-z, ]*\), which accuracy is judged by: .*pass "
+                r"correctness=.*get_reward\(\) scores them")
+    with pytest.raises(DatasetError, match=unjudged):
+        evaluate(None, None, rows, progress=None)  # no model: had anything been generated, this would be an AttributeError
+    with pytest.raises(UserError) as refused:
+        evaluate(None, None, rows, environment_factory=Unscored, progress=None)
+    if (lacking := stack.lacking("environment_factory")) is not None:  # the T4 stack: no environments, said first
+        assert str(refused.value).startswith(f"{lacking}: train on the latest stack")
+    else:  # episodes played in environments that do not score them cannot be judged either
+        assert re.match(unjudged, str(refused.value)), str(refused.value)
     with pytest.raises(UserError) as refused:
         evaluate(None, None, rows, [calls_reward, "soft_xml_format_reward"], environment_factory=NumberGuess,
                  correctness=lambda completions, solution, **kwargs: [0.0] * len(completions), progress=None)
