@@ -8,7 +8,7 @@ same way, so a function scores the same in each; training checks the returned sc
 TRL hands every reward the same lists, and keeps them for its completions table: a reward that edits what it is given
 (``completions[0][0]["content"] = ...``, ``answer.clear()``) would change what the next reward scores and what the run
 logs. So each call gets its own copy (:func:`reward_arguments`), here and in training's reward guard
-(grpo_lite/guards/reward_calls.py). A reward whose required parameter names no column is refused before it runs
+(grpo_lite/guards/user_code.py). A reward whose required parameter names no column is refused before it runs
 (:func:`missing_columns`).
 
 >>> async def shout(completions, **kwargs):

@@ -26,6 +26,14 @@ def tiny_model(tiny_model_dir):
     return load_model(str(tiny_model_dir), lora_rank=8)
 
 
+@pytest.fixture(scope="session")
+def tool_caller(tmp_path_factory):
+    """A tiny model taught to call the number game's tool (tests/games.py), built once per test session: about a minute."""
+    from games import build_tool_calling_model
+
+    return build_tool_calling_model(tmp_path_factory.mktemp("tool-caller"))
+
+
 FAULT_TABLE = pytest.StashKey[list]()
 GENERATED = pytest.StashKey["GeneratedInputs"]()  # how the inputs the tests/test_generated_*.py modules made ended
 FAULT_TABLE_HEADER = ("| fault | injected as | the run ended with | survived | data lost |", "|---|---|---|---|---|")

@@ -100,7 +100,7 @@ def up_to_the_trainer(captured: dict):
     GRPOConfig would read them."""
     environment = dict(os.environ)
 
-    def built(model, tokenizer, dataset, rewards, config, callbacks):
+    def built(model, tokenizer, dataset, rewards, config, callbacks, **options):  # options: the time limit, tools, ...
         captured.update(model=model, dataset=dataset, rewards=rewards, config=config)
         raise Reached
 

@@ -19,7 +19,7 @@ from stacks import removed_here
 
 from grpo_lite import export, load_model, prepare_dataset, train
 from grpo_lite.data.prepare import DatasetError
-from grpo_lite.guards.reward_calls import guard
+from grpo_lite.guards.user_code import guard
 from grpo_lite.launch.cli import main
 from grpo_lite.model.exporter import ExportError
 from grpo_lite.run.record import read_run

@@ -20,7 +20,7 @@ import yaml
 from grpo_lite import evaluate, load_model, plan, prepare_dataset, read_metrics, rescore_run, train
 from grpo_lite.data.prepare import DatasetError
 from grpo_lite.errors import NotFound, UserError
-from grpo_lite.guards.reward_calls import guard
+from grpo_lite.guards.user_code import guard
 from grpo_lite.launch.cli import main
 from grpo_lite.launch.kit import write_launch_kit
 from grpo_lite.launch.recipe import apply_settings, read_recipe

@@ -16,7 +16,7 @@ from grpo_lite.guards import out_of_memory as oom
 from grpo_lite.guards.disk import DiskFull
 from grpo_lite.guards.nan import NaNDetected
 from grpo_lite.guards.out_of_memory import OutOfMemory
-from grpo_lite.guards.reward_calls import RewardFailure, guard
+from grpo_lite.guards.user_code import RewardFailure, guard
 from grpo_lite.machine import stack
 from grpo_lite.machine.device import GPU
 from grpo_lite.run.callbacks import RunCallback
@@ -186,7 +186,9 @@ def test_a_reward_that_hangs_scores_none_and_repeated_hangs_stop_with_a_checkpoi
     records = read_metrics(tmp_path)
     assert [r["rewards/napping_reward/mean"] for r in records] == [0.5, None, None, None]  # hung batches scored None
     assert (tmp_path / "checkpoint-4" / "adapter_model.safetensors").exists()
-    assert "reward function 'napping_reward' failed; this batch scores None" in capsys.readouterr().err
+    # said once with its step and the batch it hung on (a hang names no row: the whole batch was being scored)
+    assert "reward function 'napping_reward' failed at step 2 on a batch of 4 completions (the first: 'What is" in (
+        capsys.readouterr().err)
 
     outcome = assert_resumes(model, tokenizer, arithmetic, tmp_path, max_steps=5,
                              rewards=[length_reward, make_reward(set(), woke)])

@@ -320,8 +320,8 @@ def through_the_command_line(route: str, key: str, value, tiny) -> str:
         return "refused"
 
 
-TRAIN_KEYWORDS = {"preset", "reward_weights", "reward_timeout", "overwrite", "output_dir", "rewards", "heldout_n",
-                  "heldout_samples"}
+TRAIN_KEYWORDS = {"preset", "reward_weights", "reward_timeout", "tool_timeout", "rollout_timeout", "overwrite", "output_dir",
+                  "rewards", "heldout_n", "heldout_samples"}
 API_SETTINGS = sorted(TRAIN_KEYWORDS | (set(grpo_config_shapes()) - {"output_dir"}))
 ROUTE_SETTINGS = sorted(SETTINGS)
 

@@ -231,9 +231,9 @@ def _real_trainer(captured: dict):
     """TRL's trainer, built and recorded: the run trains for real."""
     build = trainer.grpo_trainer
 
-    def recording(model, tokenizer, dataset, rewards, config, callbacks):
+    def recording(model, tokenizer, dataset, rewards, config, callbacks, **options):
         captured.update(config=config)
-        return build(model, tokenizer, dataset, rewards, config, callbacks)
+        return build(model, tokenizer, dataset, rewards, config, callbacks, **options)
 
     return recording
 

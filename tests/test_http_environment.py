@@ -25,11 +25,18 @@ class GuessServer(ThreadingHTTPServer):
     """One episode of a number game, as an OpenEnv server holds one: guess the secret from 1 to 9, told higher or
     lower; a right guess pays 1 and ends it, as does the third wrong one."""
 
-    def __init__(self, health="healthy"):
-        super().__init__(("127.0.0.1", 0), GuessHandler)
+    def __init__(self, health="healthy", port: int = 0, lives: int | None = None):
+        super().__init__(("127.0.0.1", port), GuessHandler)
         self.health, self.secret, self.guesses, self.over = health, SECRET, 0, False
         self.steps = 0  # over every episode
+        self.lives = lives  # resets it serves before it dies, as a server crashing mid-run; None: it lives on
+        self.resets = 0
         self.url = f"http://127.0.0.1:{self.server_address[1]}"
+
+    def die(self):
+        """Stop serving and close the port: a crashed server's clients are refused."""
+        self.shutdown()
+        self.server_close()
 
 
 class GuessHandler(BaseHTTPRequestHandler):
@@ -44,7 +51,11 @@ class GuessHandler(BaseHTTPRequestHandler):
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])) or b"{}")
         game = self.server
-        if self.path == "/reset":
+        if self.path == "/reset" and game.lives is not None and game.resets >= game.lives:
+            self.close_connection = True  # the request goes unanswered, and the server is gone
+            threading.Thread(target=game.die).start()
+        elif self.path == "/reset":
+            game.resets += 1
             game.secret, game.guesses, game.over = body.get("seed", SECRET), 0, False
             self._answer(200, {"observation": {"text": "Guess my number, from 1 to 9."}, "reward": None, "done": False})
         elif self.path == "/step":
@@ -72,8 +83,10 @@ class GuessHandler(BaseHTTPRequestHandler):
         pass
 
 
-def started(count, health="healthy"):
-    servers = [GuessServer(health) for _ in range(count)]
+def started(count, health="healthy", ports=None, lives=None):
+    """``count`` game servers on the loopback, each on a port of its own (``ports``: those; default: free ones), each
+    dying after ``lives`` resets (None: living on)."""
+    servers = [GuessServer(health, port, lives) for port in (ports or [0] * count)]
     for server in servers:
         threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     return servers

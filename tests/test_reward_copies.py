@@ -14,7 +14,7 @@ import json
 import pytest
 
 from grpo_lite import prepare_dataset, train
-from grpo_lite.guards.reward_calls import guard
+from grpo_lite.guards.user_code import guard
 from rewards import check_rewards
 from rewards.calling import private_copy
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 from families import TOOL_CALLING
-from games import LetterGuess, NumberGuess, build_tool_calling_model, calls_reward, guess, play_number_guess
+from games import LetterGuess, NumberGuess, calls_reward, guess, play_number_guess
 from packaging.version import Version
 from stacks import newer_only
 
@@ -148,11 +148,6 @@ def test_the_prompt_length_check_counts_the_tools_the_chat_template_describes(op
                                           rf"plus max_completion_length=192 exceeds the model's max_seq_length={model.max_seq_length}"):
         train(model, tokenizer, rows, [calls_reward], output_dir=tmp_path / "run", **{keyword: value}, **STEPS)
     assert not (tmp_path / "run").exists()
-
-
-@pytest.fixture(scope="module")
-def tool_caller(tmp_path_factory):
-    return build_tool_calling_model(tmp_path_factory.mktemp("tool-caller"))
 
 
 def _episodes(folder, per_step: int = 4):
@@ -479,7 +474,8 @@ def _game_recipe(folder: Path, **settings) -> Path:
 
 
 def test_a_run_yaml_names_tools_environments_and_a_rollout_function_by_file_each_checked_before_the_model_loads(tmp_path):
-    named = {"tools": ["games.py:guess"], "environment_factory": {"numbers": "games.py:NumberGuess"},
+    # the tool guess beside LetterGuess, whose tool is guess_letter: NumberGuess's guess would clash with it
+    named = {"tools": ["games.py:guess"], "environment_factory": {"letters": "games.py:LetterGuess"},
              "rollout_func": "games.py:play_number_guess"}
     settings = read_recipe(_game_recipe(tmp_path, **named))
     assert settings.tools == [f"{tmp_path}/games.py:guess"]  # a file beside the YAML, wherever it is run from
@@ -491,7 +487,7 @@ def test_a_run_yaml_names_tools_environments_and_a_rollout_function_by_file_each
         assert settings.problems() == []
         given = settings.rollouts()
         assert [tool.__name__ for tool in given["tools"]] == ["guess"] and given["tools"][0](5) == "correct"
-        assert given["environment_factory"]["numbers"]().guess(5) == "correct"
+        assert given["environment_factory"]["letters"]().guess_letter("e") == "correct"
         assert given["rollout_func"].__name__ == "play_number_guess"
     # with no rewards, the environment's get_reward scores the episodes alone
     scored_by_itself = read_recipe(_game_recipe(tmp_path, rewards=None, environment_factory="games.py:NumberGuess"))

@@ -3,7 +3,7 @@ import torch
 
 from grpo_lite import load_model, prepare_dataset, read_metrics, train
 from grpo_lite.data.prepare import DatasetError
-from grpo_lite.guards.reward_calls import RewardFailure
+from grpo_lite.guards.user_code import RewardFailure
 from grpo_lite.machine import stack
 from grpo_lite.run.record import read_run
 from grpo_lite.run.settings import ConfigError

@@ -29,6 +29,7 @@ reward is the sum of its steps'.
 from __future__ import annotations
 
 import contextlib
+import http.client
 import importlib.util
 import itertools
 import json
@@ -65,20 +66,36 @@ def shown_as_text(observation: Mapping[str, Any]) -> str:
     return "\n".join(f"{key}: {text(value)}" for key, value in observation.items())
 
 
+class ServerFailure(ConnectionError):
+    """A server that did not answer as a server must: no answer, a connection cut mid-reply, an error of its own (5xx),
+    or an answer that is not JSON (an HTML page of a proxy or a crashed app). Not the action's fault: the run's guard
+    counts it as the server's (grpo_lite/guards/user_code.py)."""
+
+
+def _shown(answer: bytes) -> str:
+    return " ".join(answer.decode(errors="replace").split())[:200]
+
+
 def _exchange(url: str, body: dict | None, timeout: float) -> Any:
-    """The JSON a server answers to a GET (no body) or a POST of ``body``; its refusal or silence as an error naming
-    the URL."""
+    """The JSON a server answers to a GET (no body) or a POST of ``body``. What it refuses (4xx: the action, the reset's
+    data) is a ValueError; an error of its own, silence, a reply cut short or one that is not JSON is a
+    :class:`ServerFailure`; each names the URL."""
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
-            return json.loads(response.read() or b"null")
+            answer = response.read()
     except urllib.error.HTTPError as refused:
-        raise ValueError(f"{url} answered {refused.code}: {refused.read().decode(errors='replace')[:500]}") from None
+        said = f"{url} answered {refused.code}: {_shown(refused.read())}"
+        raise (ServerFailure(said) if refused.code >= 500 else ValueError(said)) from None
     except (urllib.error.URLError, OSError) as silent:
-        raise ConnectionError(f"no answer from {url}: {getattr(silent, 'reason', silent)}") from None
-    except json.JSONDecodeError:
-        raise ValueError(f"{url} answered something other than JSON") from None
+        raise ServerFailure(f"no answer from {url}: {getattr(silent, 'reason', silent)}") from None
+    except http.client.HTTPException as cut:  # IncompleteRead, RemoteDisconnected, BadStatusLine: the exchange broke off
+        raise ServerFailure(f"{url} broke off its answer ({type(cut).__name__}: {cut})") from None
+    try:
+        return json.loads(answer or b"null")
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise ServerFailure(f"{url} answered something other than JSON: {_shown(answer)!r}") from None
 
 
 class _HttpSession:
@@ -105,14 +122,15 @@ class _WebSocketSession:
     """An environment of its own on a server's ``/ws``, for as long as the connection lasts."""
 
     def __init__(self, server: str, timeout_s: float):
+        from websockets.exceptions import InvalidHandshake
         from websockets.sync.client import connect
 
         self.server, self.timeout_s = server, timeout_s
         self._open = contextlib.ExitStack()  # the connection stays open for the session's life, closed by close()
         try:
             self.connection = self._open.enter_context(connect(server + "/ws", open_timeout=timeout_s, proxy=None))
-        except OSError as silent:
-            raise ConnectionError(f"no answer from {server}/ws: {silent}") from None
+        except (OSError, InvalidHandshake) as silent:
+            raise ServerFailure(f"no answer from {server}/ws: {silent}") from None
 
     def reset(self, data: dict) -> dict:
         return self._send({"type": "reset", "data": data})
@@ -130,9 +148,9 @@ class _WebSocketSession:
         try:
             answer = json.loads(self.connection.recv(timeout=self.timeout_s))
         except (ConnectionClosed, TimeoutError) as lost:
-            raise ConnectionError(f"{self.server}/ws: the session ended ({lost})") from None
+            raise ServerFailure(f"{self.server}/ws: the session ended ({lost})") from None
         except json.JSONDecodeError:
-            raise ValueError(f"{self.server}/ws answered something other than JSON") from None
+            raise ServerFailure(f"{self.server}/ws answered something other than JSON") from None
         data = answer.get("data") if isinstance(answer, dict) else None
         if isinstance(answer, dict) and answer.get("type") == "error":
             refusal = data if isinstance(data, dict) else {}
@@ -150,9 +168,10 @@ class _WebSocketSession:
 
 
 def _played(answer: Any, where: str) -> dict:
-    if not isinstance(answer, dict) or "observation" not in answer:
-        raise ValueError(f"{where} answered {answer!r}, not OpenEnv's "
-                         '{"observation": {...}, "reward": ..., "done": ...}')
+    reward = answer.get("reward") if isinstance(answer, dict) else None
+    if not isinstance(answer, dict) or "observation" not in answer or not (reward is None or isinstance(reward, (int, float))):
+        raise ServerFailure(f"{where} answered {str(answer)[:200]!r}, not OpenEnv's "
+                            '{"observation": {...}, "reward": a number or null, "done": ...}')
     return answer
 
 

@@ -16,18 +16,18 @@ from transformers import TrainerCallback
 from ..data.prepare import DatasetError
 from ..log import logger
 from ..run.files import EVAL_FILE, write_json
-from .scoring import Comparison, compare, evaluate
+from ..run.settings import REWARD_TIMEOUT
+from .scoring import Comparison, compare, evaluate, rows_problem
 
 
-def check_heldout(heldout) -> None:
-    """Raise before any model work when ``heldout`` is no dataset, or lacks the columns evaluation reads."""
+def check_heldout(heldout, environment_factory: Any = None) -> None:
+    """Raise before any model work when ``heldout`` is no dataset, or lacks the columns evaluation reads (an ``answer``
+    unless its episodes play in environments that score them)."""
     if not hasattr(heldout, "column_names"):
         raise DatasetError(f"heldout is a {type(heldout).__name__}, not a datasets.Dataset; build it with "
                            "grpo_lite.prepare_dataset(rows, question=..., answer=...)")
-    missing = [c for c in ("prompt", "answer") if c not in heldout.column_names]
-    if missing:
-        raise DatasetError(f"heldout has no {missing[0]!r} column (columns: {heldout.column_names}); build it with "
-                         "grpo_lite.prepare_dataset(rows, question=..., answer=...)")
+    if (problem := rows_problem(heldout.column_names, environment_factory=environment_factory, rows="heldout")) is not None:
+        raise DatasetError(problem)
 
 
 class HeldoutEvaluation(TrainerCallback):
@@ -36,15 +36,17 @@ class HeldoutEvaluation(TrainerCallback):
     def __init__(self, tokenizer, dataset, rewards: Any, output_dir: str | Path, *, heldout_n: int | None = 200,
                  heldout_samples: int = 1, temperature: float = 1.0, max_completion_length: int = 128,
                  chat_template_kwargs: dict[str, Any] | None = None, tools: list[Any] | None = None,
-                 max_tool_calling_iterations: int | None = None, environment_factory: Any = None):
-        check_heldout(dataset)
+                 max_tool_calling_iterations: int | None = None, environment_factory: Any = None,
+                 reward_timeout: float | None = REWARD_TIMEOUT):
+        check_heldout(dataset, environment_factory)
         self.tokenizer = tokenizer
         self.dataset = dataset
         self.rewards = rewards
         self.path = Path(output_dir) / EVAL_FILE
         self.options = dict(heldout_n=heldout_n, heldout_samples=heldout_samples, temperature=temperature,
                             max_completion_length=max_completion_length, chat_template_kwargs=dict(chat_template_kwargs or {}), tools=tools,
-                            max_tool_calling_iterations=max_tool_calling_iterations, environment_factory=environment_factory)
+                            max_tool_calling_iterations=max_tool_calling_iterations, environment_factory=environment_factory,
+                            reward_timeout=reward_timeout)
         self.before = None
         self.comparison: Comparison | None = None
 

@@ -10,7 +10,6 @@ its environment as ``environments``, and the environment's ``get_reward()`` is a
 
 from __future__ import annotations
 
-import inspect
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from typing import Any
 from ..data.prompts import render_prompt, template_kwargs
 from ..machine import stack
 from ..model.inference import sample, text_tokenizer, tool_call_parser
+from ..run.rollout_checks import environment_tools
 
 
 @dataclass(frozen=True)
@@ -61,12 +61,6 @@ def read_reply(parser, token_ids: Sequence[int], prefix: Sequence[int], tools: S
 
     typed = {"tools": list(tools)} if stack.newer("typed_tool_arguments") else {}
     return parse_response(parser, list(token_ids), prefix=list(prefix), **typed)
-
-
-def environment_tools(environment: Any) -> list[Any]:
-    """An environment's tools as TRL reads them: its class's public functions but ``reset`` and ``get_reward``, bound."""
-    return [getattr(environment, name) for name, _ in inspect.getmembers(type(environment), predicate=inspect.isfunction)
-            if not name.startswith("_") and name not in ("reset", "get_reward")]
 
 
 def _started(row: dict[str, Any], factory: Any) -> tuple[dict[str, Any], Any]:

@@ -8,6 +8,7 @@ completions, so a report can be checked by hand. ``compare`` puts a base and a t
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from math import comb
@@ -18,16 +19,17 @@ from rich.markup import escape
 from rich.table import Table
 
 from rewards import resolve_rewards
-from rewards.calling import as_trl_completion, call_reward
+from rewards.calling import as_trl_completion, call_reward, check_columns
 from rewards.combine import distinct_names
 from rewards.diagnoses import is_correct
 from rewards.display import RichReport
 
 from ..data.images import images_of
 from ..data.prepare import DatasetError, as_dataset
+from ..guards.user_code import environment_reward, guard, guard_rollouts
 from ..machine import stack
 from ..model.inference import prompt_texts, sample
-from ..run.settings import OPTION_RANGES, ConfigError, Heldout, declared
+from ..run.settings import OPTION_RANGES, REWARD_TIMEOUT, TOOL_TIMEOUT, ConfigError, Heldout, declared, refuse_lacking_options
 from ..shapes import Declared, Whole, check
 from .played import Episode, play_episodes
 
@@ -128,15 +130,45 @@ def _environments(completions: Sequence[Any]) -> dict[str, list[Any]]:
     return {"environments": environments} if any(e is not None for e in environments) else {}
 
 
-def _environment_rewards(completions: Sequence[Any]) -> dict[str, float]:
+def _environment_rewards(score_with, completions: Sequence[Any], timeout: float | None) -> dict[str, float]:
     """The mean of each environment class's ``get_reward()`` over its episodes, under the class's name, as training logs
-    it (trl/trainer/grpo_trainer.py: one reward per environment class that defines get_reward)."""
-    scored: dict[str, list[float]] = {}
-    for completion in completions:
-        environment = getattr(completion, "environment", None)
-        if callable(getattr(environment, "get_reward", None)):
-            scored.setdefault(type(environment).__name__, []).append(environment.get_reward())
-    return {name: _mean(values) for name, values in scored.items()}
+    it (trl/trainer/grpo_trainer.py: one reward per environment class that defines get_reward), guarded as there.
+    ``score_with(func)``: ``func``'s scores of the completions."""
+    kinds = dict.fromkeys(type(e) for e in _environments(completions).get("environments", ())
+                          if callable(getattr(e, "get_reward", None)))
+    return {kind.__name__: _mean(score_with(guard(environment_reward(kind), timeout, name=kind.__name__,
+                                                  label=f"environment {kind.__name__}'s get_reward"))) for kind in kinds}
+
+
+def _scores_episodes(environment_factory: Any) -> bool:
+    """Whether the environments ``environment_factory`` makes score their episodes (a ``get_reward`` method)."""
+    factories = environment_factory.values() if isinstance(environment_factory, dict) else [environment_factory]
+    return any(callable(getattr(factory if inspect.isclass(factory) else factory(), "get_reward", None))
+               for factory in factories if factory is not None)
+
+
+def _environment_correctness():
+    def environment_pays(completions, environments, **kwargs):
+        """1 for an episode whose environment paid it a positive reward (its get_reward()), else 0: accuracy for rows
+        without an answer, played in environments that score them."""
+        paid = [e.get_reward() if callable(getattr(e, "get_reward", None)) else None for e in environments]
+        return [None if reward is None else float(reward > 0) for reward in paid]
+
+    return environment_pays
+
+
+def rows_problem(columns: Sequence[str], *, correctness: Callable | None = None, environment_factory: Any = None,
+                 rows: str = "evaluate: the dataset") -> str | None:
+    """What evaluation rows with ``columns`` lack: a prompt, and, unless ``correctness`` is given or the episodes'
+    environments score them, a gold ``answer``; None when nothing is. ``rows`` names them in the message."""
+    if "prompt" not in columns:
+        return f"{rows} has no 'prompt' column (columns: {', '.join(columns)}); build it with grpo_lite.prepare_dataset"
+    if correctness is None and "answer" not in columns and not (environment_factory is not None
+                                                                and _scores_episodes(environment_factory)):
+        return (f"{rows} has no 'answer' column (columns: {', '.join(columns)}), which accuracy is judged by: "
+                "prepare it with prepare_dataset(..., answer=...), pass correctness=<a reward function>, or play the rows in "
+                "an environment_factory whose get_reward() scores them")
+    return None
 
 
 def _columns(rows: Sequence[dict[str, Any]], repeat: int) -> dict[str, list[Any]]:
@@ -163,6 +195,7 @@ def score(
     sampled: Sequence[Sequence[str]] | None = None,
     correctness: Callable | None = None,
     format_reward: Callable | None = None,
+    reward_timeout: float | None = REWARD_TIMEOUT,
 ) -> EvalReport:
     """The report for given completions: ``completions[i]`` answers ``rows[i]``; ``sampled[i]`` are k more.
 
@@ -172,14 +205,18 @@ def score(
     Completions are texts, :class:`~grpo_lite.model.inference.Completion` (whose token ids the rewards then get) or
     :class:`~grpo_lite.evaluation.played.Episode` (whose messages the rewards get, as in training);
     every function is called as training calls it (``rewards.calling.call_reward``: a chat message for a chat
-    prompt, ``async`` ones awaited).
+    prompt, ``async`` ones awaited), guarded as training guards it (grpo_lite/guards/user_code.py): a call that fails or
+    runs past ``reward_timeout`` seconds is said naming the row, and its scores are None. Rows without an ``answer``
+    played in environments that score them are correct where the environment paid a positive reward.
     """
     if len(completions) != len(rows):
         raise DatasetError(f"score: {len(completions)} completions for {len(rows)} rows; pass one per row")
-    if rows and "answer" not in rows[0]:
-        raise DatasetError("score: the dataset has no 'answer' column; prepare it with prepare_dataset(..., answer=...)")
-    correctness = correctness or _default_correctness()
-    format_reward = format_reward or _default_format()
+    if correctness is None and rows and "answer" not in rows[0]:
+        if not any(callable(getattr(e, "get_reward", None)) for e in _environments(completions).get("environments", ())):
+            raise DatasetError(rows_problem(list(rows[0]), rows="score: the dataset"))
+        correctness = _environment_correctness()
+    correctness = guard(correctness or _default_correctness(), reward_timeout)
+    format_reward = guard(format_reward or _default_format(), reward_timeout)
     prompts = [row["prompt"] for row in rows]
     columns = _columns(rows, 1)
 
@@ -191,8 +228,9 @@ def score(
     correct = scores(correctness, prompts, completions, columns)
     formatted = scores(format_reward, prompts, completions, columns)
     extra = resolve_rewards(rewards)[0] if rewards not in (None, []) else []  # []: the environments' rewards alone
-    mean_rewards = {name: _mean(scores(f, prompts, completions, columns)) for f, name in zip(extra, distinct_names(extra))}
-    mean_rewards.update(_environment_rewards(completions))
+    mean_rewards = {name: _mean(scores(guard(f, reward_timeout, name=name), prompts, completions, columns))
+                    for f, name in zip(extra, distinct_names(extra))}
+    mean_rewards.update(_environment_rewards(lambda f: scores(f, prompts, completions, columns), completions, reward_timeout))
 
     pass_k: dict[int, float] = {}
     if sampled is not None:
@@ -203,7 +241,7 @@ def score(
         pass_k = {j: sum(pass_at_k(k, c, j) for c in num_correct) / len(rows) for j in powers_of_two(k)}
 
     examples = [
-        {"prompt": row["prompt"], "answer": row["answer"], "completion": _text(completion),
+        {"prompt": row["prompt"], "answer": row.get("answer"), "completion": _text(completion),
          "correct": is_correct(c), "formatted": bool(f and f > 0)}
         for row, completion, c, f in zip(rows, completions, correct, formatted)
     ]
@@ -244,6 +282,8 @@ def evaluate(
     tools: Sequence[Any] | None = None,
     max_tool_calling_iterations: int | None = None,
     environment_factory: Any = None,
+    reward_timeout: float | None = REWARD_TIMEOUT,
+    tool_timeout: float | None = TOOL_TIMEOUT,
 ) -> EvalReport:
     """Evaluate ``model`` on the first ``heldout_n`` rows of a ``prepare_dataset`` dataset (``prompt`` and ``answer``).
 
@@ -260,25 +300,38 @@ def evaluate(
     each completion is an episode: the tool calls the model writes are run and their results shown to it, at most
     ``max_tool_calling_iterations`` rounds, within ``max_completion_length`` tokens, as training plays a rollout. With
     ``environment_factory`` (as ``train`` takes it), each episode is played in an environment of its own, reset with its
-    row; the rewards get it as ``environments``, and each environment class's ``get_reward()`` is reported among them.
+    row; the rewards get it as ``environments``, and each environment class's ``get_reward()`` is reported among them;
+    rows without an ``answer`` are then correct where their environment paid a positive reward. What the rows lack for
+    this (a prompt; an answer, a ``correctness`` or an environment that scores; a column a reward needs) is refused
+    before anything is generated. Every call of a reward, a tool or an environment is guarded as in training
+    (``reward_timeout``, ``tool_timeout``: seconds a call; grpo_lite/guards/user_code.py): a failure is said naming it
+    and the row, and scores None or answers the model's call with the error.
     """
     import torch
 
     check(dict(heldout_n=heldout_n, heldout_samples=heldout_samples, max_completion_length=max_completion_length,
                temperature=temperature, batch_size=batch_size), EVALUATE_ARGUMENTS, ConfigError, "evaluate")
+    # the T4 stack's TRL has no tool loop to play episodes as training would
+    refuse_lacking_options({name: value for name, value in (("tools", tools), ("environment_factory", environment_factory))
+                            if value})
     dataset = as_dataset(dataset)
     rows = [dict(row) for row in (dataset.select(range(min(heldout_n, len(dataset)))) if heldout_n is not None else dataset)]
     if not rows:
         raise DatasetError("evaluate: the dataset is empty (or heldout_n=0); pass at least one row")
-    if "prompt" not in rows[0]:
-        raise DatasetError("evaluate: the dataset has no 'prompt' column; build it with grpo_lite.prepare_dataset")
+    if (problem := rows_problem(list(rows[0]), correctness=correctness, environment_factory=environment_factory)) is not None:
+        raise DatasetError(problem)
+    extra = resolve_rewards(rewards)[0] if rewards not in (None, []) else []
+    given = [*rows[0], *(["environments"] if environment_factory is not None else [])]
+    check_columns([f for f in (*extra, correctness, format_reward) if f is not None], given)  # before any generation
     options = dict(max_completion_length=max_completion_length, batch_size=batch_size, chat_template_kwargs=chat_template_kwargs)
     label = (lambda what: f"{progress}: {what}") if progress is not None else (lambda what: None)
     if tools or environment_factory is not None:
+        played, _ = guard_rollouts({"tools": tools or [], "environment_factory": environment_factory}, tool_timeout=tool_timeout)
+
         def generate(rows, *, num_return_sequences=1, **more):  # an episode per row and sample, as training plays them
-            return play_episodes(model, tokenizer, [row for row in rows for _ in range(num_return_sequences)], tools or [],
-                                 max_tool_calling_iterations=max_tool_calling_iterations,
-                                 environment_factory=environment_factory, **options, **more)
+            return play_episodes(model, tokenizer, [row for row in rows for _ in range(num_return_sequences)],
+                                 played["tools"], max_tool_calling_iterations=max_tool_calling_iterations,
+                                 environment_factory=played["environment_factory"], **options, **more)
     else:
         def generate(rows, **more):
             return sample(model, tokenizer, rows, **options, **more)
@@ -290,8 +343,8 @@ def evaluate(
             flat = generate(rows, do_sample=True, temperature=temperature, num_return_sequences=heldout_samples,
                             progress=label(f"{heldout_samples} samples each"))
         sampled = [flat[i * heldout_samples : (i + 1) * heldout_samples] for i in range(len(rows))]
-    return score(as_rewards_get(tokenizer, rows, chat_template_kwargs), greedy, rewards, sampled=sampled,
-                 correctness=correctness, format_reward=format_reward)
+    return score(as_rewards_get(tokenizer, rows, chat_template_kwargs), greedy, extra, sampled=sampled,
+                 correctness=correctness, format_reward=format_reward, reward_timeout=reward_timeout)
 
 
 def _verdict(example: dict[str, Any]) -> str:

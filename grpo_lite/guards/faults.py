@@ -8,7 +8,10 @@ hold while it runs (the Ctrl-C handler, a live terminal view, the Stop button); 
     optimizer step (the weights may be half-updated), and
     :class:`~grpo_lite.guards.out_of_memory.OutOfMemory` says where, what the planner estimated, what to change;
   - a full disk: the checkpoint the failed save left partial is deleted, and
-    :class:`~grpo_lite.guards.disk.DiskFull` says the space a checkpoint needs and what is free.
+    :class:`~grpo_lite.guards.disk.DiskFull` says the space a checkpoint needs and what is free;
+  - user code that leaves no batch to train on (a rollout function that failed,
+    :class:`~grpo_lite.guards.user_code.CallFailed`): the steps done are saved, as after running out of memory in
+    generation, and :class:`~grpo_lite.guards.user_code.UserCodeFailure` says what failed and how to resume.
 
 metrics.jsonl needs nothing: each step's line is flushed as it is logged.
 """
@@ -27,7 +30,8 @@ from ..log import logger
 from ..run.callbacks import close_all
 from ..run.resume import latest_checkpoint, saved_whole
 from .disk import DiskFull, disk_full, is_disk_full
-from .out_of_memory import OPTIMIZER, OutOfMemory, Phase, out_of_memory, where_it_ran_out
+from .out_of_memory import GENERATION, OPTIMIZER, OutOfMemory, Phase, out_of_memory, where_it_ran_out
+from .user_code import CallFailed, UserCodeFailure
 
 
 def save_steps_done(trainer, phase: Phase) -> None:
@@ -73,4 +77,16 @@ def faults_reported(trainer):
         if is_disk_full(error) and not isinstance(error, DiskFull):
             args = trainer.args
             raise disk_full(error, Path(args.output_dir), trainer.state.global_step, args.save_total_limit) from error
+        if isinstance(error, CallFailed):
+            raise _stopped_by(trainer, error) from None
         raise
+
+
+def _stopped_by(trainer, failed: CallFailed) -> UserCodeFailure:
+    """A failure of user code inside a step, before its update (generation): the steps done saved, said with it."""
+    save_steps_done(trainer, GENERATION)
+    output_dir = Path(trainer.args.output_dir)
+    checkpoint = latest_checkpoint(output_dir)
+    kept = (f"{checkpoint.name} in {output_dir} holds the steps done: fix it, then resume from there (train(..., "
+            "resume=True), grpo-lite train CONFIG --resume)") if checkpoint is not None else "no step was done"
+    return UserCodeFailure(f"training stopped at step {trainer.state.global_step + 1}: {failed.said}\n{kept}")

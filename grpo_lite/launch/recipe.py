@@ -10,6 +10,8 @@
     output_dir: outputs/run         # optional: a fresh outputs/<model>-<n> for each run without one
     overwrite: false                # true: replace the run output_dir holds (else it is refused)
     reward_timeout: 600             # optional: seconds one reward call may take (null: no limit)
+    tool_timeout: 60                # optional: seconds one tool call or environment reset may take (null: no limit)
+    rollout_timeout: 1800           # optional: seconds one rollout_func call may take (null: no limit)
     chat_template_kwargs: {enable_thinking: false}   # optional: for the chat template, in training and after (Qwen3)
     heldout: {path: test.jsonl, question: question, answer: answer, n: 200, samples: 4}
                                     # optional: n rows evaluated before and after; samples: 4 adds pass@k

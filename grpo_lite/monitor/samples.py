@@ -15,7 +15,7 @@ what its batch's episodes did (:func:`episode_metrics`): ``episodes/model_turns`
 step's logs, so it comes before MetricsLog.
 
 A row is a copy of the batch as scored, taken when the step is logged: the rewards scored copies of their own
-(grpo_lite.guards.reward_calls), and nothing that reads or edits a row afterwards (a callback, the dashboard) reaches the
+(grpo_lite.guards.user_code), and nothing that reads or edits a row afterwards (a callback, the dashboard) reaches the
 trainer's record or another row.
 """
 

@@ -17,6 +17,7 @@ rewards named exist.
     rewards: [soft_xml_format_reward, numeric_correctness_reward]
     preset: auto
     reward_timeout: 600
+    tool_timeout: 60
     heldout: {path: test.jsonl, question: question, answer: answer, n: 200, samples: 4}
     overrides: {max_steps: 200}
 """
@@ -48,8 +49,11 @@ from ..shapes import AnyOf, Anything, Declared, Exactly, Flag, Kind, ListOf, Map
 from .files import RUN_FILE, earlier_run, folder_kind, held, record_change, whole_checkpoint
 from .porting import REMOVED_FIELDS, port_overrides, still_a_field
 from .presets import TRAINING_PRESETS, TRL_PRESET, preset_name, preset_options, preset_values
+from .rollout_checks import rollout_problems
 
 REWARD_TIMEOUT = 600.0  # seconds per reward call: far more than scoring a batch takes, short of losing a night
+TOOL_TIMEOUT = 60.0  # seconds per tool call or environment reset: a game's move or a web request, with room to spare
+ROLLOUT_TIMEOUT = 1800.0  # seconds per rollout function call: it generates a whole batch of episodes with the model
 LORA_TARGET_MODULES = "all-linear"  # every linear layer but the output layer, whatever a family names them, and experts' parameters
 BACKEND_CHOICES = ("auto", "unsloth", "transformers", "cpu")
 RECORD_ONLY = ("chosen", "grpo_config")  # what run.yaml holds beyond the settings: never part of a recipe
@@ -276,6 +280,15 @@ class RunSettings:
     reward_timeout: float | None = _setting("seconds one reward call may take before its batch scores None; null: no limit",
                                             REWARD_TIMEOUT, shape=optional(Number(low=0, low_open=True)),
                                             fix="give the seconds one reward call may take (e.g. 600), or null/None for no limit")
+    tool_timeout: float | None = _setting("seconds one call of a tool, or of an environment's reset or method, may take before "
+                                          "it is stopped and the model told the call failed; null: no limit", TOOL_TIMEOUT,
+                                          shape=optional(Number(low=0, low_open=True)),
+                                          fix="give the seconds one tool call may take (e.g. 60), or null/None for no limit")
+    rollout_timeout: float | None = _setting("seconds one call of rollout_func (a whole batch of episodes) may take before the "
+                                             "run stops with its checkpoint; null: no limit", ROLLOUT_TIMEOUT,
+                                             shape=optional(Number(low=0, low_open=True)),
+                                             fix="give the seconds one rollout_func call may take (e.g. 1800), or null/None "
+                                                 "for no limit")
     chat_template_kwargs: dict[str, Any] | None = _setting(
         "keyword arguments for the chat template, in training and in every prompt after it (e.g. {enable_thinking: false} "
         "for Qwen3); null: none", None, shape=optional(Mapping()),
@@ -371,9 +384,11 @@ class RunSettings:
             found += [f"heldout: {problem}" for problem in data_problems(self.heldout.data)]
         if not set(ROLLOUT_OPTIONS) & wrong:
             try:
-                self.rollouts()
+                given = self.rollouts()
             except UserError as error:  # references that do not import, an option this stack lacks
                 found += str(error).splitlines()
+            else:  # what TRL would meet only once the trainer is built: an undocumented tool, two of one name, ...
+                found += rollout_problems(given, scored_by_environments=self.rewards == [])
         if self.rollout_func is not None and isinstance(self.heldout, Heldout) and self.heldout.data is not None:
             found.append("heldout with rollout_func: held-out rows are played as replies or in TRL's tool loop, and a "
                          "rollout function plays its episodes only inside the trainer, sampling as it chooses; leave "

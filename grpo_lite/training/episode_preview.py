@@ -23,6 +23,7 @@ from rewards.combine import distinct_names
 from ..data.prompts import template_kwargs
 from ..evaluation import group_preview
 from ..evaluation.group_preview import PreviewReport, checked_input, report_on, sampling_settings
+from ..guards.user_code import CallFailed, UserCodeError, guard, guard_rollouts
 from ..model.inference import Completion
 from ..monitor.samples import batch_samples, keep_rollout_episodes
 from ..run.config import make_config
@@ -66,6 +67,7 @@ def preview(model, tokenizer, dataset, rewards: Any, *, tools=None, environment_
     chosen = dataset.select(range(min(n_prompts, len(dataset))))
     rollouts = rollout_options(tokenizer, chosen, tools=tools, environment_factory=environment_factory,
                                rollout_func=rollout_func, scored_by_environments=scored_by_environments)
+    played, _ = guard_rollouts(rollouts)  # each call timed and checked as in training, its failures said
     funcs, weights = ([], None) if scored_by_environments else resolve_rewards(rewards)
     if max_completion_length is not None:
         overrides["max_completion_length"] = max_completion_length
@@ -78,9 +80,14 @@ def preview(model, tokenizer, dataset, rewards: Any, *, tools=None, environment_
         config = make_config(preset, output_dir=output_dir, **{**overrides, "beta": 0.0, "report_to": "none",  # no reference model
                              "num_generations": num_generations, "per_device_train_batch_size": len(inputs)},
                              **template_kwargs_field(template_kwargs(tokenizer, chat_template_kwargs)))
-        trainer = grpo_trainer(model, tokenizer, chosen, list(funcs), config, [], **rollouts)  # a copy: TRL appends get_reward
+        # guarded as training guards them; the lab below scores the rewards again, naming the rows a failure is on
+        guarded = [guard(f, name=name) for f, name in zip(funcs, distinct_names(funcs))]
+        trainer = grpo_trainer(model, tokenizer, chosen, guarded, config, [], **played)
         keep_rollout_episodes(trainer)
-        batch = trainer._generate_and_score_completions(inputs)
+        try:
+            batch = trainer._generate_and_score_completions(inputs)
+        except CallFailed as failed:  # a rollout function's: no episodes to show
+            raise UserCodeError(f"preview: {failed.said}") from None
         episodes = batch_samples(trainer, step=0)
         given = list(trainer._logs["completion"])[-len(inputs):]  # as TRL gave them to the rewards: the episode's messages
     completions = _completions(batch, trainer.eos_token_ids, episodes)

@@ -13,13 +13,11 @@ here, by name, with the fix.
 
 from __future__ import annotations
 
-import functools
-import inspect
 from typing import Any
 
-from ..evaluation.played import environment_tools
 from ..machine import stack
 from ..model.inference import tool_call_parser
+from ..run.rollout_checks import environment_tools, rollout_problems
 from ..run.settings import ROLLOUT_OPTIONS, ConfigError, refuse_lacking_options
 
 
@@ -30,15 +28,13 @@ def rollout_options(tokenizer, dataset, *, tools=None, environment_factory=None,
     no reward functions, so each environment must score its episodes with ``get_reward()``."""
     given = {name: value for name, value in zip(ROLLOUT_OPTIONS, (tools, environment_factory, rollout_func)) if value is not None}
     refuse_lacking_options(given)
-    if tools is not None:
-        if not isinstance(tools, (list, tuple)):
-            raise ConfigError(f"tools={tools!r}: give a list of functions, tools=[...]")
-        for i, tool in enumerate(tools):
-            _check_tool(tool, f"tools[{i}]")
-    if environment_factory is not None:
-        _check_environments(environment_factory, dataset, scored_by_environments)
-    if rollout_func is not None:
-        _check_rollout_func(rollout_func)
+    found = rollout_problems(given, scored_by_environments=scored_by_environments, columns=dataset.column_names)
+    if isinstance(environment_factory, dict) and environment_factory and "environment" in dataset.column_names:
+        if unknown := sorted(set(map(str, dataset["environment"])) - set(environment_factory)):
+            found.append(f"the dataset's 'environment' column names {', '.join(map(repr, unknown))}, which "
+                         f"environment_factory has not (it has {', '.join(map(repr, environment_factory))})")
+    if found:
+        raise ConfigError("\n".join(found))
     if tools or environment_factory is not None:
         _check_chat_prompts(dataset)
         _check_template(tokenizer)
@@ -63,73 +59,6 @@ def reward_arguments(options: dict[str, Any]) -> list[str]:
     """What the rewards get beside the dataset's columns in a run with ``options``: each rollout's environment, as
     ``environments`` (trl/trainer/grpo_trainer.py, _calculate_rewards)."""
     return ["environments"] if options.get("environment_factory") is not None else []
-
-
-def _check_tool(tool: Any, where: str) -> None:
-    """A tool as TRL runs it: called by its ``__name__``, and described to the model by transformers' get_json_schema
-    (its type hints and Google-style docstring), which the chat template writes into the prompt."""
-    from transformers.utils import get_json_schema
-
-    if isinstance(tool, functools.partial):
-        inner = getattr(tool.func, "__name__", "the function")
-        raise ConfigError(f"{where} is a functools.partial of {inner!r}: TRL calls a tool by its __name__ and describes it "
-                          "to the model from its signature and docstring, which a partial has not; define a function taking "
-                          f"the arguments the model gives, with type hints and a docstring, that calls {inner}")
-    if not callable(tool) or not hasattr(tool, "__name__"):
-        raise ConfigError(f"{where}={tool!r} is not a function: a tool is a function (or an environment's method) the model "
-                          "calls by its name")
-    try:
-        get_json_schema(tool)
-    except Exception as refused:  # transformers' DocstringParsingException, TypeHintParsingException
-        raise ConfigError(f"{where} ({tool.__name__}) cannot be described to the model: {refused}. Give every argument a "
-                          "type hint and the function a Google-style docstring with an 'Args:' line for each argument "
-                          "(transformers' get_json_schema reads them)") from None
-
-
-def _check_environments(factory: Any, dataset, scored: bool) -> None:
-    """Each factory makes an environment (one here, as TRL's trainer makes one to read its tools) with ``reset`` and
-    tools TRL can describe; a dict's rows each name one of its environments in their ``environment`` column."""
-    if isinstance(factory, dict):
-        if not factory or not all(isinstance(key, str) for key in factory):
-            raise ConfigError("environment_factory as a dict maps each environment's name (a string, as the rows' "
-                              f"'environment' column gives it) to its factory; got the keys {list(factory)}")
-        if "environment" not in dataset.column_names:
-            raise ConfigError(f"environment_factory is a dict of {', '.join(map(repr, factory))}, and the dataset has no "
-                              "'environment' column: give each row the name of the environment it is played in")
-        if unknown := sorted(set(map(str, dataset["environment"])) - set(factory)):
-            raise ConfigError(f"the dataset's 'environment' column names {', '.join(map(repr, unknown))}, which "
-                              f"environment_factory has not (it has {', '.join(map(repr, factory))})")
-        for key, each in factory.items():
-            _check_environment(each, f"environment_factory[{key!r}]", scored)
-    else:
-        _check_environment(factory, "environment_factory", scored)
-
-
-def _check_environment(factory: Any, where: str, scored: bool) -> None:
-    if not callable(factory):
-        raise ConfigError(f"{where}={factory!r} is not callable: give a class (or function) that makes one environment")
-    environment = factory()
-    kind = type(environment)
-    # TRL reads the methods on the class (a property is not a tool), reset and get_reward apart
-    methods = dict(inspect.getmembers(kind, predicate=inspect.isfunction))
-    if "reset" not in methods:
-        raise ConfigError(f"{where} makes a {kind.__name__}, which has no reset method: TRL calls reset(**row) on each "
-                          "environment before its rollout (returning None, or text added to the prompt); define "
-                          "def reset(self, **row)")
-    if scored and "get_reward" not in methods:
-        raise ConfigError(f"{where} makes a {kind.__name__}, which has no get_reward method, and the run has no reward "
-                          "functions: its episodes would earn nothing. Define def get_reward(self) -> float, or give rewards")
-    for tool in environment_tools(environment):
-        _check_tool(tool, f"{where}: {kind.__name__}.{tool.__name__}")
-
-
-def _check_rollout_func(rollout_func: Any) -> None:
-    name = getattr(rollout_func, "__name__", repr(rollout_func))
-    try:
-        inspect.signature(rollout_func).bind(["prompt"], "trainer")
-    except (TypeError, ValueError):
-        raise ConfigError(f"rollout_func ({name}) must take (prompts, trainer): TRL calls rollout_func(prompts, trainer) "
-                          "and reads 'prompt_ids', 'completion_ids' and 'logprobs' from the dict it returns") from None
 
 
 def _check_chat_prompts(dataset) -> None:

@@ -9,7 +9,7 @@ the files it writes, is in its module:
     InvariantChecks     grpo_lite.monitor.invariants   GRPO invariants into each step's logs
     MetricsLog          grpo_lite.monitor.metrics      each step -> metrics.jsonl
     SampleLog           grpo_lite.monitor.samples      each completion, scored -> samples.jsonl
-    RewardFailureStop   grpo_lite.guards.reward_calls  stop when a reward keeps failing
+    FailureStop         grpo_lite.guards.user_code     stop when a reward, tool or environment keeps failing
     NaNStop             grpo_lite.guards.nan           stop, without saving, at a NaN loss or gradient
     InterruptStops      grpo_lite.run.stopping         Ctrl-C stops after the step
     LiveDashboard       grpo_lite.monitor.dashboard    charts, samples, health warnings, Stop button
@@ -44,7 +44,7 @@ from ..data.prepare import DatasetError, as_dataset, check_prompts, image_column
 from ..data.prompts import check_processor_for_images, describe_row_settings, fit_dataset, remember_template_kwargs
 from ..guards.faults import faults_reported
 from ..guards.nan import NaNStop
-from ..guards.reward_calls import GuardedReward, RewardFailureStop, guard, unlimited
+from ..guards.user_code import FailureStop, GuardedReward, guard, guard_environment_rewards, guard_rollouts, time_limits, unlimited
 from ..log import is_main_process, logger
 from ..model.load import loaded_as
 from ..model.lora import note_trained, trained_in
@@ -59,7 +59,16 @@ from ..run.porting import changes_table, option_sources, port_overrides, preset_
 from ..run.presets import preset_name
 from ..run.record import RunRecord, function_reference, reward_reference, rows_fingerprint
 from ..run.resume import RecordInCheckpoints, finished_at, resume_checkpoint
-from ..run.settings import REWARD_TIMEOUT, ConfigError, Heldout, RunSettings, map_rollout_options, resolve_options
+from ..run.settings import (
+    REWARD_TIMEOUT,
+    ROLLOUT_TIMEOUT,
+    TOOL_TIMEOUT,
+    ConfigError,
+    Heldout,
+    RunSettings,
+    map_rollout_options,
+    resolve_options,
+)
 from ..run.stopping import InterruptStops, StopSwitch
 from .rollouts import rendered_tools, reward_arguments, rollout_options
 from .trl_compat import (
@@ -204,9 +213,11 @@ def _dashboard(dashboard: Any, output_dir: Path) -> list[TrainerCallback]:
     return [dashboard] if dashboard else []
 
 
-def grpo_trainer(model, tokenizer, dataset, rewards, config, callbacks, **rollouts):
+def grpo_trainer(model, tokenizer, dataset, rewards, config, callbacks, reward_timeout: float | None = REWARD_TIMEOUT,
+                 **rollouts):
     """TRL's GRPOTrainer for the run; ``rollouts``: its tools, environment_factory or rollout_func, where given
-    (grpo_lite.training.rollouts)."""
+    (grpo_lite.training.rollouts). The rewards TRL adds itself (an environment's ``get_reward``) are guarded as the run's
+    own are, for ``reward_timeout`` seconds a call."""
     from .trl_compat import enable_cpu_logprobs, enable_input_grads_for_checkpointing, prepare_for_unsloth_trainer, restore_cpu_storages_by_index
 
     enable_cpu_logprobs()
@@ -219,8 +230,10 @@ def grpo_trainer(model, tokenizer, dataset, rewards, config, callbacks, **rollou
         # A previous GRPOTrainer left its frozen "ref" adapter on the model, and TRL refuses to add a second: drop
         # it, so TRL copies the adapter as it is now and this run's KL is measured from where it starts.
         model.delete_adapter("ref")
+    given = len(rewards)  # TRL appends an environment's get_reward to the very list it is given
     trainer = GRPOTrainer(model=model, reward_funcs=rewards, args=config, train_dataset=dataset,
                           processing_class=tokenizer, callbacks=callbacks, **rollouts)
+    guard_environment_rewards(trainer, given, reward_timeout)
     if any(isinstance(callback, LiveDashboard) for callback in callbacks):
         # the dashboard is the run's one voice: its header shows the step, elapsed and remaining time
         from transformers.trainer import DEFAULT_PROGRESS_CALLBACK
@@ -249,6 +262,8 @@ def train(
     heldout_n: int | None = 200,
     heldout_samples: int = 1,
     reward_timeout: float | None = REWARD_TIMEOUT,
+    tool_timeout: float | None = TOOL_TIMEOUT,
+    rollout_timeout: float | None = ROLLOUT_TIMEOUT,
     chat_template_kwargs: dict[str, Any] | None = None,
     fold_system_prompt: bool = True,
     tools: Sequence[Any] | None = None,
@@ -279,7 +294,10 @@ def train(
     greedily and, with ``heldout_samples=k``, with k samples per row for pass@k: the reports, side by side,
     are printed, returned as ``result.evaluation`` and written to ``eval.json``. ``reward_timeout`` is the
     seconds one call of a reward function may take (``None``: no limit); a call past it scores ``None``,
-    like a crash, and three failures in a row stop the run (docs/faults.md). ``chat_template_kwargs`` go to the chat
+    like a crash, and three failures in a row stop the run (docs/faults.md). ``tool_timeout`` is the seconds one call of
+    a tool, or of an environment's ``reset`` or method, may take (the model is told it failed), ``rollout_timeout`` one
+    call of ``rollout_func`` (the run stops with its steps saved); each limit is said when the run starts, and every
+    failure of user code is said naming it, the row and what to do (docs/errors.md). ``chat_template_kwargs`` go to the chat
     template wherever a prompt is rendered: TRL's training prompts (GRPOConfig's field of that name), the length
     checks, held-out evaluation, and ``generate``/``evaluate``/``preview`` with this tokenizer afterwards (Qwen3's
     ``{"enable_thinking": False}``); a dataset column the chat template reads (gpt-oss's ``reasoning_effort``) is that
@@ -302,7 +320,8 @@ def train(
         model=model_name(model), rewards=_as_list(rewards), load=loaded.settings if loaded else None,
         reward_weights=_as_list(reward_weights), preset=preset,
         output_dir=os.fspath(output_dir) if isinstance(output_dir, (str, os.PathLike)) else output_dir, overwrite=overwrite,
-        reward_timeout=reward_timeout, chat_template_kwargs=chat_template_kwargs, fold_system_prompt=fold_system_prompt,
+        reward_timeout=reward_timeout, tool_timeout=tool_timeout, rollout_timeout=rollout_timeout,
+        chat_template_kwargs=chat_template_kwargs, fold_system_prompt=fold_system_prompt,
         heldout=Heldout(heldout, heldout_n, heldout_samples) if heldout is not None else None, tools=_as_list(tools),
         environment_factory=environment_factory, rollout_func=rollout_func, overrides=overrides)
     return train_run(model, tokenizer, dataset, settings, callbacks=callbacks, resume=resume, dashboard=dashboard)
@@ -371,6 +390,8 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
     heldout = settings.heldout if settings.heldout is not None and settings.heldout.data is not None else None
     if heldout is not None and is_data_frame(heldout.data):
         heldout = dataclasses.replace(heldout, data=as_dataset(heldout.data))
+    # every call of the user's tools, environments and rollout function, in training and held-out episodes alike
+    played, watched = guard_rollouts(rollouts, tool_timeout=settings.tool_timeout, rollout_timeout=settings.rollout_timeout)
     evaluation = []
     if heldout is not None:
         from ..evaluation.heldout import HeldoutEvaluation
@@ -378,15 +399,21 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
         evaluation = [HeldoutEvaluation(tokenizer, heldout.data, funcs, output_dir, heldout_n=heldout.n,
                                         heldout_samples=heldout.samples, temperature=config.temperature,
                                         max_completion_length=config.max_completion_length, chat_template_kwargs=template,
-                                        tools=rollouts.get("tools"), environment_factory=rollouts.get("environment_factory"),
-                                        max_tool_calling_iterations=getattr(config, "max_tool_calling_iterations", None))]
+                                        tools=played.get("tools"), environment_factory=played.get("environment_factory"),
+                                        max_tool_calling_iterations=getattr(config, "max_tool_calling_iterations", None),
+                                        reward_timeout=settings.reward_timeout)]
 
     names = distinct_names(funcs)  # TRL logs each reward under its function's name: two of one name would share a curve
     if (clashes := name_clashes(funcs, names)) is not None:
         logger.info(clashes)
     guarded = [guard(f, settings.reward_timeout, name=name) for f, name in zip(funcs, names)]
+    logger.info(time_limits({"reward": settings.reward_timeout, "tool": settings.tool_timeout,
+                             "rollout": settings.rollout_timeout}, rollouts))
     if (unlimited_rewards := unlimited(guarded)) is not None:
         logger.warning(unlimited_rewards)
+    # FailureStop's, the one list: the guards of a factory function's classes join it as it makes them, and an
+    # environment's get_reward once TRL has made it a reward
+    watched[:0] = guarded
     record = _record(model, settings, funcs, names, rollouts, config, set_weights, chosen_overrides)
     record.chosen.update(rows=len(dataset), rows_fingerprint=rows_fingerprint(dataset))  # resuming compares them
     if ported.translated:
@@ -409,7 +436,7 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
         SampleLog(output_dir),  # before MetricsLog too: it adds the episodes' metrics
         MetricsLog(output_dir),
         RecordInCheckpoints(),
-        RewardFailureStop(guarded, switch),
+        FailureStop(watched, switch),
         NaNStop(switch),
         InterruptStops(switch),
         *views,
@@ -417,8 +444,12 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
         *callbacks,
         switch,  # last: it acts on stop requests made by the callbacks before it at the same step
     ]
-    # a copy: TRL appends an environment's get_reward to the list it is given, which RewardFailureStop would then watch
-    trainer = grpo_trainer(model, tokenizer, dataset, list(guarded), config, watchers, **rollouts)
+    # a copy: TRL appends an environment's get_reward to the list it is given, guarded then and watched
+    trainer = grpo_trainer(model, tokenizer, dataset, list(guarded), config, watchers, reward_timeout=settings.reward_timeout,
+                           **played)
+    environment_rewards = trainer.reward_funcs[len(guarded):]
+    guarded += environment_rewards
+    watched += environment_rewards
     if ported.cut_prompts_to:
         cut_prompts_on_the_left(trainer, ported.cut_prompts_to)
     with (faults_reported(trainer), generate_with_tokenizer(trainer.model, tokenizer, config),
