@@ -176,6 +176,34 @@ DIFFERENCES: dict[str, Difference] = {
         "trl", "1.1.0", "TRL does not check that the chat template can render a tool call (trl/chat_template_utils.py)",
         "trl.chat_template_utils.supports_tool_calling checks it, and GRPOTrainer refuses a template that cannot "
         "(trl/chat_template_utils.py, trl/trainer/grpo_trainer.py)"),
+    # what a model meets in TRL's scoring and transformers' generation (grpo_lite/model/fit.py), and in PEFT
+    "fused_lm_head": Difference(
+        "trl", "1.15.0",
+        "GRPOTrainer scores completions with the model's own forward and its logits; an MoE model computes its own "
+        "load-balancing loss (trl/trainer/grpo_trainer.py, _get_per_token_logps_and_entropies)",
+        "GRPOTrainer replaces the model's forward with a fused LM head (trl/trainer/utils.py, add_fused_lm_head): the "
+        "backbone is model.base_model (model.model for a vision-language model before transformers 5), its "
+        "last_hidden_state is projected through the output layer, and where the trainer asks for router logits the "
+        "load-balancing loss reads the expert count as config.num_experts from transformers 5 on"),
+    "mrope_decode_positions": Difference(
+        "transformers", "5.3.0",
+        "an M-RoPE model's get_rope_index gives each row's decoding offset over its padded length, so a left-padded row of "
+        "a batch decodes from positions its padding shifts (transformers/models/qwen2_5_vl/modeling_qwen2_5_vl.py, "
+        "qwen2_vl/modeling_qwen2_vl.py: 'mrope_position_deltas.append(... - len(total_input_ids[i]))')",
+        "the offset is over the row's own tokens (transformers/models/qwen2_5_vl/modeling_qwen2_5_vl.py, get_rope_index)"),
+    "rope_parameters": Difference(
+        "transformers", "5.0.0",
+        "a config's rotary settings are rope_theta and rope_scaling, which M-RoPE models index for mrope_section "
+        "(transformers/modeling_rope_utils.py, models/qwen2_5_vl/configuration_qwen2_5_vl.py)",
+        "they are rope_parameters, written in its place; a config's rope_scaling is still read into it "
+        "(transformers/modeling_rope_utils.py)"),
+    "peft_expert_targets": Difference(
+        "transformers", "5.0.0",
+        "PEFT attaches LoRA to the targets a LoraConfig names (peft/tuners/tuners_utils.py, BaseTuner.inject_adapter)",
+        "for the mixture-of-experts families transformers 5 re-laid out, PEFT first rewrites the targets as a transformers "
+        "4 adapter named them (peft/utils/transformers_weight_conversion.py, _convert_peft_config_moe): PEFT 0.21 moves "
+        "every gate_proj, up_proj and down_proj to the experts' parameters, dense and shared MLPs too, and doubles the "
+        "rank of gate_up_proj"),
     "data_parallel_refused": Difference(
         "trl", "1.15.0",
         "a process that sees several GPUs trains through the Trainer's nn.DataParallel (transformers/trainer.py)",
