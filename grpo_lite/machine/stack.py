@@ -185,6 +185,12 @@ DIFFERENCES: dict[str, Difference] = {
         "backbone is model.base_model (model.model for a vision-language model before transformers 5), its "
         "last_hidden_state is projected through the output layer, and where the trainer asks for router logits the "
         "load-balancing loss reads the expert count as config.num_experts from transformers 5 on"),
+    "fused_lm_head_reads": Difference(
+        "transformers", "5.0.0",
+        "TRL's fused LM head takes a vision-language model's backbone as model.model and the expert count as the model's "
+        "num_experts (trl/trainer/utils.py, add_fused_lm_head)",
+        "it takes the backbone as model.base_model and the expert count as config.num_experts (trl/trainer/utils.py, "
+        "add_fused_lm_head)"),
     "mrope_decode_positions": Difference(
         "transformers", "5.3.0",
         "an M-RoPE model's get_rope_index gives each row's decoding offset over its padded length, so a left-padded row of "
@@ -286,6 +292,26 @@ def portable_tokenizer_config(config: dict[str, Any]) -> dict[str, Any]:
     if config.get("tokenizer_class") == "TokenizersBackend":
         config["tokenizer_class"] = "PreTrainedTokenizerFast"
     config.setdefault("model_input_names", ["input_ids", "attention_mask"])
+    return config
+
+
+def portable_model_config(config: dict[str, Any]) -> dict[str, Any]:
+    """A model's ``config.json`` that both ends read alike (``rope_parameters``): each (sub-)config that keeps its rotary
+    settings in ``rope_parameters``, as transformers 5 writes them, keeps them where transformers 4 reads them too,
+    ``rope_theta`` and ``rope_scaling`` (an M-RoPE model's ``mrope_section`` is indexed there).
+
+    >>> text = portable_model_config({"text_config": {"rope_parameters": {"rope_theta": 1e6, "mrope_section": [2, 3, 3]}}})
+    >>> text["text_config"]["rope_theta"], text["text_config"]["rope_scaling"]
+    (1000000.0, {'mrope_section': [2, 3, 3]})
+    """
+    config = {key: portable_model_config(value) if isinstance(value, dict) and key.endswith("_config") else value
+              for key, value in config.items()}
+    rope = config.get("rope_parameters")
+    if isinstance(rope, dict):
+        if "rope_theta" in rope:
+            config.setdefault("rope_theta", rope["rope_theta"])
+        if "mrope_section" in rope:
+            config.setdefault("rope_scaling", {key: value for key, value in rope.items() if key != "rope_theta"})
     return config
 
 

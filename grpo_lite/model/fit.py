@@ -72,12 +72,6 @@ class Model:
         return self.config.get_text_config()
 
 
-def _transformers_5() -> bool:
-    from packaging.version import Version
-
-    return stack.installed("transformers") >= Version("5.0.0")
-
-
 def _expert_count(model: torch.nn.Module) -> int | None:
     """How many experts the model's mixtures hold, read from their weights: the first dimension of an experts' 3-D
     parameter, or the length of an ``experts`` list of modules. None without any."""
@@ -124,9 +118,10 @@ def _load_balancing(facts: Model) -> Finding | None:
         return None  # TRL asks for router logits only where the config has output_router_logits (grpo_trainer.py)
     trl = f"TRL {stack.installed('trl')} adds MoE models' load-balancing loss from its fused LM head ({FUSED_HEAD})"
     found = _decoder(facts.model)
-    if found is not None:
+    # a text model's backbone that records its outputs says which (transformers/utils/output_capturing.py)
+    if found is not None and facts.text_config is facts.config and hasattr(type(found[1]), "_can_record_outputs"):
         backbone = type(found[1])
-        records = "router_logits" in (getattr(backbone, "_can_record_outputs", None) or {}) or \
+        records = "router_logits" in (backbone._can_record_outputs or {}) or \
             "output_router_logits" in inspect.signature(backbone.forward).parameters
         if not records:
             return Finding("load-balancing loss", (
@@ -134,7 +129,7 @@ def _load_balancing(facts: Model) -> Finding | None:
                 f"({_source(backbone)}: no router_logits among its _can_record_outputs), so TRL stacks a 0 where it "
                 "expects a loss"), "the run trains without the load-balancing loss, which the model's own forward "
                 "computes as 0 on this transformers too", apply=lambda trainer: _attribute(trainer, "aux_loss_enabled", False))
-    owner, where = (facts.text_config, "config") if _transformers_5() else (facts.model, "model")
+    owner, where = (facts.text_config, "config") if stack.newer("fused_lm_head_reads") else (facts.model, "model")
     missing = [name for name in ("num_experts", "num_experts_per_tok") if not hasattr(owner, name)]
     if not missing:
         return None
@@ -153,7 +148,7 @@ def _backbone(facts: Model) -> Finding | None:
     if not stack.newer("fused_lm_head"):
         return None
     model = facts.model
-    if facts.text_config is not facts.config and not _transformers_5():
+    if facts.text_config is not facts.config and not stack.newer("fused_lm_head_reads"):
         attribute, found = "model", getattr(model, "model", None)
     else:
         attribute, found = "base_model", model.base_model
@@ -203,14 +198,19 @@ def _processor_outputs(facts: Model) -> Finding | None:
 
 
 def processor_outputs(processor) -> dict[str, tuple[int, ...]] | None:
-    """What ``processor`` gives for one prompt with one image, rendered by its chat template: each output's shape. None
-    for a tokenizer."""
+    """What ``processor`` gives for one prompt with one image, rendered by its chat template (else its image token and
+    the text): each output's shape. None for a tokenizer, or a processor with neither."""
     if not hasattr(processor, "image_processor"):
         return None
     from PIL import Image
 
     messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "What is this?"}]}]
-    text = processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    if getattr(processor, "chat_template", None):
+        text = processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    elif getattr(processor, "image_token", None):
+        text = f"{processor.image_token}What is this?"
+    else:
+        return None
     output = processor(text=[text], images=[Image.new("RGB", (224, 224), "white")], return_tensors="pt")
     return {name: tuple(value.shape) for name, value in output.items() if isinstance(value, torch.Tensor)}
 

@@ -5,11 +5,15 @@ layers included), and experts' parameters: a mixture-of-experts layer that keeps
 ``nn.Parameter`` (gpt-oss's ``mlp.experts.gate_up_proj`` and ``down_proj``) has no linear layer to wrap, so PEFT adapts
 the parameter itself (``LoraConfig(target_parameters=...)``, peft/tuners/lora/layer.py: ``ParamWrapper``).
 
-The default, ``"all-linear"``, means every such weight but the output layer and the experts' router: the MLP of a
-model whose experts are parameters is adapted as any other MLP is. The router stays as loaded: Unsloth's gpt-oss
-notebook lists the attention and MLP projections only, and a router that moves sends tokens to experts trained for
-others. A list of names is matched against the model's own weights, as PEFT matches a name (the end of a weight's
-path; a name of a module holding weights, ``self_attn``, means them all). A name the model fuses or keeps in its
+The default, ``"all-linear"``, means every such weight of the language model but the output layer and what sits beside
+the experts to route tokens to them or gate what they return (a router: a score per expert, held as a linear layer, a
+weight, or a linear layer inside a gating module; a gate: one score, Qwen2-MoE's ``shared_expert_gate``): the experts,
+as modules or as parameters, the dense MLPs and the shared experts are adapted as any other MLP is, on every
+transformers release, however it lays them out. Routers and gates stay as loaded: Unsloth's gpt-oss notebook lists the
+attention and MLP projections only, and a router that moves sends tokens to experts trained for others.
+
+A list of names is matched against the model's own weights, as PEFT matches a name (the end of a weight's path; a name
+of a module holding weights, ``self_attn``, means them all). A name the model fuses or keeps in its
 experts is carried over and said: the list an Unsloth notebook gives for Llama means every attention and MLP
 projection, and Phi-3 holds them fused (``qkv_proj``, ``gate_up_proj``), gpt-oss in its experts' parameters. A name
 that matches nothing is said too. ``layers_to_transform`` holds for the experts' parameters as for the layers.

@@ -248,9 +248,20 @@ def save_tokenizer(tokenizer, folder: str | Path) -> None:
     from ..machine import stack
 
     tokenizer.save_pretrained(folder)
-    config_file = Path(folder) / "tokenizer_config.json"
-    config = stack.portable_tokenizer_config(json.loads(config_file.read_text()))
-    config_file.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n")
+    _rewrite(Path(folder) / "tokenizer_config.json", stack.portable_tokenizer_config)
+
+
+def save_model(model, folder: str | Path) -> None:
+    """``model.save_pretrained(folder)``, its ``config.json`` in the form transformers 4 and 5 both read
+    (:func:`grpo_lite.machine.stack.portable_model_config`)."""
+    from ..machine import stack
+
+    model.save_pretrained(folder)
+    _rewrite(Path(folder) / "config.json", stack.portable_model_config)
+
+
+def _rewrite(config_file: Path, portable) -> None:
+    config_file.write_text(json.dumps(portable(json.loads(config_file.read_text())), indent=2, ensure_ascii=False) + "\n")
 
 
 def _words():
@@ -369,7 +380,7 @@ def build_tiny_model(
     # (a second rank of a multi-process run) sees each file either complete or not yet there, never half written.
     scratch = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}-"))
     try:
-        model.save_pretrained(scratch)
+        save_model(model, scratch)
         save_tokenizer(tokenizer, scratch)
         if kind.vision is not None:
             save_processor(kind.vision, tokenizer.chat_template, scratch)
