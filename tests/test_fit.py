@@ -146,13 +146,13 @@ def test_left_padded_rows_of_an_m_rope_model_decode_as_each_alone(tmp_path):
     rows = prepare_dataset(heldout_picture_questions(12), system_prompt=None)
     rows = rows.select([next(i for i, row in enumerate(rows) if row["kind"] == kind) for kind in ("colour", "count", "shape")])
     model, processor = load_model(str(VISION_DEMO_MODEL_DIR), lora_rank=None, backend="cpu")
-    alone = [generate(model, processor, rows.select([i]), max_completion_length=12)[0] for i in range(len(rows))]
-    assert generate(model, processor, rows, max_completion_length=12) == alone
+    alone = [generate(model, processor, rows.select([i]), max_completion_length=24)[0] for i in range(len(rows))]
+    assert generate(model, processor, rows, max_completion_length=24) == alone
     assert all(answer.startswith("The answer is ") for answer in alone)
 
     raw = AutoModelForImageTextToText.from_pretrained(VISION_DEMO_MODEL_DIR)  # no grpo-lite: the upstream behaviour
     raw_processor = AutoProcessor.from_pretrained(VISION_DEMO_MODEL_DIR)
-    assert (generate(raw, raw_processor, rows, max_completion_length=12) == alone) == stack.newer("mrope_decode_positions")
+    assert (generate(raw, raw_processor, rows, max_completion_length=24) == alone) == stack.newer("mrope_decode_positions")
 
 
 def test_a_tool_run_on_a_template_trl_knows_another_revision_of_is_refused_naming_that_revision(tmp_path):

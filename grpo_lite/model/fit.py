@@ -316,9 +316,10 @@ class _CarriedInputs:
     batch again for scoring: trl/trainer/grpo_trainer.py, ``_generate_and_score_completions``), left-aligned as TRL pads its
     prompts, and added to the batch TRL builds, which it shuffles and splits by row with the rest. While TRL scores, a hook
     on the model's forward hands each call the rows it scores: those of the batch being trained on, or of the batch just
-    processed, in the order TRL calls the model for them. A per-token output
-    is continued over the completion by the prompt's last position, as the model's generation continues it (Mllama's
-    ``_update_model_kwargs_for_generation``; a text token's type, 0, where the prompt ends in text)."""
+    processed, in the order TRL calls the model for them. A per-token output is taken over the prompt's tokens as TRL scores
+    them (the completion's length is the scoring call's ``logits_to_keep``) and continued over the completion by the
+    prompt's last position, as the model's generation continues it (Mllama's ``_update_model_kwargs_for_generation``; a
+    text token's type, 0, where the prompt ends in text)."""
 
     def __init__(self, trainer, names: tuple[str, ...]):
         self.trainer, self.names = trainer, names
@@ -327,6 +328,7 @@ class _CarriedInputs:
         self.scoring: dict[str, torch.Tensor] | None = None
         self.cursor = 0
         self.per_token: set[str] = set()  # the outputs with a value for each prompt token
+        self.completion = 0  # the completion's length in the sequences TRL scores
 
     def take(self, output) -> None:
         found = {name: output[name] for name in self.names if isinstance(output.get(name), torch.Tensor)}
@@ -346,10 +348,21 @@ class _CarriedInputs:
             if value.shape[0] != ids.shape[0]:
                 raise ConfigError(f"{name}: the processor gave {value.shape[0]} rows of it where TRL scores {ids.shape[0]}: "
                                   "grpo-lite carries only outputs with one row per prompt")
-            if name in self.per_token and ids.shape[1] > value.shape[1]:  # continued over the completion
-                value = torch.cat([value, value[:, -1:].expand(-1, ids.shape[1] - value.shape[1], *value.shape[2:])], 1)
+            if name in self.per_token:
+                value = _over_prompt_and_completion(value, ids.shape[1] - self.completion, self.completion)
             kwargs[name] = value
         return args, kwargs
+
+
+def _over_prompt_and_completion(value: torch.Tensor, prompt: int, completion: int) -> torch.Tensor:
+    """A per-token output over a scored sequence: the prompt's last ``prompt`` positions (the processor's rendering may
+    hold a token more or less at the start than TRL's prompt ids: a BOS the tokenizer adds again), then the prompt's last
+    position once for each completion token."""
+    if value.shape[1] >= prompt:
+        value = value[:, value.shape[1] - prompt:]
+    else:
+        value = torch.cat([value.new_zeros((value.shape[0], prompt - value.shape[1], *value.shape[2:])), value], 1)
+    return torch.cat([value, value[:, -1:].expand(-1, completion, *value.shape[2:])], 1)
 
 
 def _left_aligned(outputs: dict[str, torch.Tensor], mask: torch.Tensor, per_token: set[str]) -> dict[str, torch.Tensor]:
@@ -378,11 +391,13 @@ def _carried(trainer, names: tuple[str, ...]) -> Iterator[None]:
     processor.__class__ = type(plain.__name__, (plain,), {"__call__": __call__, "__module__": plain.__module__})
     score, generate, loss = trainer._get_per_token_logps_and_entropies, trainer._generate_and_score_completions, \
         trainer._compute_loss
+    signature = inspect.signature(score)
 
     def scored(*args, **kwargs):
         for name in names:  # TRL 1.x passes on those of its processor call, as the processor aligned them: taken above
             kwargs.pop(name, None)
         carried.scoring, carried.cursor = carried.batch or carried.processed, 0
+        carried.completion = signature.bind(*args, **kwargs).arguments["logits_to_keep"]
         try:
             return score(*args, **kwargs)
         finally:
