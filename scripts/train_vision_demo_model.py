@@ -28,7 +28,7 @@ import torch
 from grpo_lite.data.pictures import COLOURS, SHAPES, picture_questions
 from grpo_lite.data.prepare import prepare_dataset
 from grpo_lite.data.prompts import render_prompt
-from grpo_lite.model.tiny import build_tiny_model
+from grpo_lite.model.tiny import build_tiny_model, save_model
 
 ASSET_DIR = Path(__file__).resolve().parents[1] / "grpo_lite" / "assets" / "vision-demo-model"
 
@@ -113,12 +113,12 @@ def main() -> None:
                 print(f"step {step}/{args.steps}  loss {loss.item():.3f}", flush=True)
 
         args.out.mkdir(parents=True, exist_ok=True)
-        # The tokenizer's and processor's files as build_tiny_model wrote them (transformers 4.56 and 5 read them
-        # alike); not its note that the weights are random
+        # The tokenizer's and processor's files as build_tiny_model wrote them, and the model's config, in the forms
+        # transformers 4.56 and 5 read alike; not its note that the weights are random
         for file in Path(scratch).iterdir():
             if file.name not in ("model.safetensors", "grpo_lite_tiny.json"):
                 (args.out / file.name).write_bytes(file.read_bytes())
-        model.save_pretrained(args.out)
+        save_model(model, args.out)
     recipe = {key: (str(value) if isinstance(value, Path) else value) for key, value in vars(args).items() if key != "out"}
     (args.out / "training_args.json").write_text(json.dumps(recipe, indent=2) + "\n")
     print(f"saved the vision demo model to {args.out}")

@@ -114,8 +114,8 @@ def test_all_linear_puts_lora_on_experts_kept_as_parameters_and_says_so(moe_and_
         assert on_experts == {"gate_up_proj", "down_proj"}
     assert not any(".router" in name for name in wrapped)  # the router stays as loaded
     assert loaded_as(model).lora_modules == ("q_proj", "k_proj", "v_proj", "o_proj", "experts.gate_up_proj", "experts.down_proj")
-    assert ("LoRA on attention (q_proj, k_proj, v_proj, o_proj), experts (experts.gate_up_proj, experts.down_proj); "
-            "left out: lm_head (the output layer") in said
+    assert ("LoRA on attention (q_proj, k_proj, v_proj, o_proj) in 2 blocks, experts (experts.gate_up_proj, "
+            "experts.down_proj) in 2 blocks; left out: lm_head (the output layer") in said
     assert "MLP router (the experts' router: it stays as loaded" in said
 
     # the list Unsloth's gpt-oss notebook gives means the experts too: carried over to their parameters, said
@@ -159,7 +159,7 @@ def test_layers_held_in_a_list_are_named_by_their_path_not_their_index(moe_and_l
     assert {"base_model.model.model.altup_projections.0", "base_model.model.model.altup_unembed_projections.0"} <= set(wrapped)
     assert not any(name.endswith(".layers.0") for name in wrapped)
     said = capsys.readouterr().err
-    assert "altup_projections.0, altup_unembed_projections.0); left out: lm_head (the output layer" in said
+    assert "altup_projections.0, altup_unembed_projections.0) in 9 blocks; left out: lm_head (the output layer" in said
     assert ", 0," not in said and "(0," not in said
 
 
@@ -168,5 +168,23 @@ def test_a_list_naming_the_embeddings_and_the_output_layer_puts_lora_there(tiny_
     model, _ = load_model(str(tiny_model_dir), lora_rank=4, target_modules=["q_proj", "embed_tokens", "lm_head"])
     assert loaded_as(model).lora_modules == ("embed_tokens", "q_proj", "lm_head")
     said = capsys.readouterr().err
-    assert "LoRA on attention (q_proj), other (embed_tokens, lm_head); left out: attention k_proj (not in target_modules)" in said
+    assert ("LoRA on attention (q_proj) in 2 blocks, other (embed_tokens, lm_head) in 2 blocks; left out: attention k_proj "
+            "(not in target_modules)") in said
     assert "not in this model" not in said
+
+
+def test_routers_and_gates_beside_the_experts_stay_as_loaded_and_the_shared_expert_carries_lora():
+    """Qwen2-MoE routes with gate (a score per expert) and gates its shared expert with shared_expert_gate (one score):
+    both stay as loaded, found by what they are; its shared expert's projections are an MLP's, adapted."""
+    from transformers import Qwen2MoeConfig, Qwen2MoeForCausalLM
+
+    from grpo_lite.model.lora import lora_targets
+
+    model = Qwen2MoeForCausalLM(Qwen2MoeConfig(vocab_size=300, hidden_size=64, intermediate_size=128, num_hidden_layers=1,
+                                               num_attention_heads=4, num_key_value_heads=2, num_experts=4,
+                                               num_experts_per_tok=2, moe_intermediate_size=32,
+                                               shared_expert_intermediate_size=96))
+    targets = lora_targets(model, "all-linear")
+    named = set(targets.modules) | set(targets.parameters or [])
+    assert not {"gate", "shared_expert_gate", "mlp.gate"} & named and not any(name.endswith("_gate") for name in named)
+    assert {"gate_proj", "up_proj", "down_proj"} <= {name.rsplit(".", 1)[-1] for name in named}  # the shared expert's too

@@ -22,8 +22,10 @@ VISION_NOTEBOOK = "07_vision_grpo.ipynb"
 # .venv-vision with the tests marked cuda_build (docs/stacks.md, "torchvision")
 NEEDS_TORCHVISION = [pytest.mark.cuda_build, pytest.mark.skipif(not has_torchvision(), reason="the vision notebook's "
                                                                  "processor needs torchvision (docs/stacks.md, 'torchvision')")]
-# The games-and-tools notebook trains with tools and an environment, which only the latest stack's TRL runs
-NEEDS = {VISION_NOTEBOOK: NEEDS_TORCHVISION, "08_games_and_tools.ipynb": [newer_only("environment_factory")]}
+# The games-and-tools notebook trains with tools and an environment, which only the latest stack's TRL runs. The vision
+# notebook's first run is on Colab's free T4: its smoke run is on the T4 stack too (both_stacks)
+NEEDS = {VISION_NOTEBOOK: [*NEEDS_TORCHVISION, pytest.mark.both_stacks],
+         "08_games_and_tools.ipynb": [newer_only("environment_factory")]}
 SMOKE_RUNS = [pytest.param(path, id=path.name, marks=NEEDS.get(path.name, ())) for path in NOTEBOOKS]
 THUMBNAIL = re.compile(r'<img class="grpo-lite-thumbnail"[^>]*src="data:image/png;base64,([A-Za-z0-9+/=]+)"')
 

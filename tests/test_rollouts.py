@@ -111,7 +111,8 @@ class Unscored:
     ({"environment_factory": NoReset}, r"environment_factory makes a NoReset, which has no reset method: .*def reset"),
     ({"environment_factory": {"numbers": NumberGuess}}, r"'environment' column names 'letters', which environment_factory has not"),
     ({"rollout_func": wrong_arity}, r"rollout_func \(wrong_arity\) must take \(prompts, trainer\)"),
-    ({"tools": [guess], "chatml": True}, r"chat template cannot render a tool call and its result .*tokenizer.chat_template ="),
+    ({"tools": [guess], "chatml": True}, r"chat template cannot render a tool call and its result .*these chat templates "
+                                         r"only.*qwen2_5.*Give the tokenizer one of them"),
     ({"tools": [guess], "rewards": []}, r"rewards is empty: give at least one reward function, or an environment_factory whose"),
     ({"environment_factory": Unscored, "rewards": []},
      r"environment_factory makes a Unscored, which has no get_reward method, and the run has no reward functions"),

@@ -239,3 +239,37 @@ def test_a_models_forward_returns_and_takes_its_cache_under_the_name_the_table_g
     assert name in first.keys() and old not in first.keys()
     after = model(input_ids=torch.tensor([[4]]), **{name: getattr(first, name)})
     assert after.logits.shape[1] == 1
+
+
+def test_trls_fused_head_transformers_m_rope_offsets_and_rope_fields_are_where_the_table_says():
+    """TRL 1.15 patches a model's forward with its fused LM head (trl/trainer/utils.py); transformers before 5.3 gives an
+    M-RoPE row's decoding offset over its padded length (get_rope_index); transformers 5 keeps rotary settings in
+    rope_parameters. The model a config saved portably describes is read alike on both."""
+    import trl.trainer.utils as trl_utils
+    from transformers import Qwen2Config
+    from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import Qwen2_5_VLModel
+
+    assert hasattr(trl_utils, "add_fused_lm_head") == stack.newer("fused_lm_head")
+    padded = "len(total_input_ids[i])" in inspect.getsource(Qwen2_5_VLModel.get_rope_index)
+    assert padded != stack.newer("mrope_decode_positions")
+    assert hasattr(Qwen2Config(), "rope_parameters") == stack.newer("rope_parameters")
+    config = Qwen2Config(**stack.portable_model_config({"rope_parameters": {"rope_theta": 123.0, "rope_type": "default"}}))
+    assert (config.rope_parameters["rope_theta"] if stack.newer("rope_parameters") else config.rope_theta) == 123.0
+
+
+def test_peft_rewrites_a_mixture_of_experts_targets_from_transformers_5_and_not_as_grpo_lite_attaches_them(tmp_path):
+    """PEFT (0.21) on transformers 5 moves a DeepSeek-V3's gate_proj, up_proj and down_proj targets to its experts, so its
+    dense first MLP gets no LoRA; with grpo-lite's targets_as_named it gets LoRA on both ends."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from grpo_lite.model.lora import targets_as_named
+
+    folder = build_tiny_model(tmp_path, family="deepseek-v3")
+    targets = dict(r=2, target_modules=["gate_proj", "up_proj", "down_proj"], target_parameters=["experts.gate_up_proj"])
+    plain = get_peft_model(AutoModelForCausalLM.from_pretrained(folder), LoraConfig(**targets))
+    with targets_as_named():
+        named = get_peft_model(AutoModelForCausalLM.from_pretrained(folder), LoraConfig(**targets))
+    dense = "model.layers.0.mlp.gate_proj.lora_A"
+    assert any(dense in name for name, _ in named.named_modules())
+    assert any(dense in name for name, _ in plain.named_modules()) != stack.newer("peft_expert_targets")

@@ -237,8 +237,8 @@ def test_a_run_yamls_undocumented_or_clashing_tool_is_refused_before_the_model_l
     settings = read_recipe(tmp_path / "run.yaml")
     if (lacking := stack.lacking("tools")) is not None:  # the T4 stack: refused naming the stack that has tools
         assert [p for p in settings.problems() if "tools" in p] == [f"{lacking}: train on the latest stack (requirements/"
-                                                                   f"lock.txt: TRL {stack.SUPPORTED['trl'][1]}, transformers "
-                                                                   f"{stack.SUPPORTED['transformers'][1]})"]
+                                                                   f"lock.txt: TRL {stack.pinned(stack.LOCK_STACK)['trl']}, transformers "
+                                                                   f"{stack.pinned(stack.LOCK_STACK)['transformers']})"]
     else:
         assert settings.problems() == [
             "tools[0] (undocumented) cannot be described to the model: Cannot generate JSON schema for undocumented because "

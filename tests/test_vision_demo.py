@@ -13,6 +13,7 @@ from grpo_lite import read_metrics
 from grpo_lite.data.pictures import HELDOUT_SCENES, SCENES, heldout_picture_questions, picture_questions
 from grpo_lite.launch.cli import build_parser
 from grpo_lite.launch.demo import HELDOUT_QUESTIONS, VISION_DEMO_MODEL_DIR, run_demo
+from grpo_lite.machine import stack
 from grpo_lite.run.files import EVAL_FILE
 from grpo_lite.run.settings import ConfigError
 
@@ -71,6 +72,9 @@ def test_vision_demo_model_ships_small_with_a_model_card_and_its_processor():
     assert {"model.safetensors", "config.json", "tokenizer.json", "preprocessor_config.json", "README.md",
             "training_args.json"} <= files
     assert (VISION_DEMO_MODEL_DIR / "model.safetensors").stat().st_size < 8 * 2**20
+    # in the form transformers 4.56 and 5 both read: the M-RoPE sections where 4.56 indexes them too
+    config = json.loads((VISION_DEMO_MODEL_DIR / "config.json").read_text())
+    assert stack.portable_model_config(config) == config and "mrope_section" in config["text_config"]["rope_scaling"]
 
 
 def test_an_unknown_demo_task_is_refused_naming_the_tasks(tmp_path):
@@ -81,6 +85,7 @@ def test_an_unknown_demo_task_is_refused_naming_the_tasks(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.cuda_build
+@pytest.mark.both_stacks  # the picture demo is notebook 07's first run, on Colab's free T4 (the T4 stack)
 @pytest.mark.skipif(not has_torchvision(), reason="the Qwen2.5-VL processor needs torchvision (docs/stacks.md)")
 def test_vision_demo_raises_heldout_accuracy(tmp_path):
     report = run_demo(tmp_path, task="pictures", seed=0, max_steps=60, heldout_n=60, heldout_samples=1, dashboard=False)

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.cuda_build
 needs_torchvision = pytest.mark.skipif(not has_torchvision(), reason="processors need torchvision (docs/stacks.md, "
                                        "'torchvision': .ci/run runs these in .venv-vision and .venv-t4)")
 FAMILY = pytest.mark.parametrize("family", VISION_FAMILIES, ids=[family.name for family in VISION_FAMILIES])
-VISION_PARTS = ("visual", "vision_tower")  # where Qwen-VL and Gemma 3 keep their vision tower and its projector
+VISION_PARTS = ("visual", "vision_tower", "vision_model")  # where Qwen-VL, Gemma 3 and Mllama keep their vision tower
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +35,7 @@ def _prompt(text: str = "What is 2 + 2?") -> list[dict]:
 
 
 def image_token_of(processor, family) -> int:
-    return processor.tokenizer.convert_tokens_to_ids(IMAGE_TOKENS[family.name])
+    return processor.tokenizer.convert_tokens_to_ids(IMAGE_TOKENS[family.name][0])
 
 
 def _lora_paths(model) -> list[str]:
@@ -52,7 +52,7 @@ def test_a_tiny_vision_model_renders_one_image_and_runs_forward(family, folders)
     processor = AutoProcessor.from_pretrained(folders[family.name])
     model = AutoModelForImageTextToText.from_pretrained(folders[family.name])
     assert model.config.model_type == {"qwen2.5-vl": "qwen2_5_vl", "qwen2-vl": "qwen2_vl",
-                                       "gemma-3-vision": "gemma3"}[family.name]
+                                       "gemma-3-vision": "gemma3", "llama-3.2-vision": "mllama"}[family.name]
     assert processor.chat_template == family.chat_template()
     # random weights would sample image tokens into a completion, whose forward then finds more image tokens than images
     assert image_token_of(processor, family) in model.generation_config.suppress_tokens
@@ -60,8 +60,8 @@ def test_a_tiny_vision_model_renders_one_image_and_runs_forward(family, folders)
     assert text.endswith(family.generation_prompt) and "What is 2 + 2?" in text
     inputs = processor(text=[text], images=[Image.new("RGB", (56, 56), "red")], return_tensors="pt")
     image_token = image_token_of(processor, family)
-    # a 56-pixel image: a 4x4 grid of 14-pixel patches, pooled 2x2 into 4 tokens by every family here
-    assert inputs["input_ids"][0].tolist().count(image_token) == 4
+    # a 56-pixel image: a 4x4 grid of 14-pixel patches, pooled 2x2 into 4 tokens, or one token for the image (Mllama)
+    assert inputs["input_ids"][0].tolist().count(image_token) == IMAGE_TOKENS[family.name][1]
     with torch.no_grad():
         logits = model(**inputs).logits
     assert logits.shape[:2] == inputs["input_ids"].shape and torch.isfinite(logits).all()
@@ -80,7 +80,7 @@ def test_without_a_chat_template_a_vision_family_gets_chatml_that_writes_its_ima
     text = processor.apply_chat_template(_prompt(), add_generation_prompt=True, tokenize=False)
     assert text.endswith("<|im_start|>assistant\n") and "What is 2 + 2?" in text
     inputs = processor(text=[text], images=[Image.new("RGB", (56, 56), "red")], return_tensors="pt")
-    assert inputs["input_ids"][0].tolist().count(image_token_of(processor, family)) == 4
+    assert inputs["input_ids"][0].tolist().count(image_token_of(processor, family)) == IMAGE_TOKENS[family.name][1]
 
 
 @needs_torchvision
@@ -248,7 +248,7 @@ def test_the_out_of_memory_planner_sees_the_image_tokens_of_the_longest_prompt(f
              "image": Image.new("RGB", (112, 56), "blue")}]
     dataset = prepare_dataset(rows, tokenizer=processor)
     longest, image_tokens = _longest_prompt(SimpleNamespace(train_dataset=dataset, processing_class=processor))
-    # 56 pixels a side: 4 tokens (every family here pools 14-pixel patches 2x2); Qwen-VL gives the wider image 8,
-    # Gemma 3 resizes every image to its one square
-    assert image_tokens == (4 if family.name == "gemma-3-vision" else 8)
+    # 56 pixels a side: 4 tokens (14-pixel patches pooled 2x2); Qwen-VL gives the wider image 8, Gemma 3 resizes every
+    # image to its one square, Mllama writes one token for an image whatever its size
+    assert image_tokens == {"gemma-3-vision": 4, "llama-3.2-vision": 1}.get(family.name, 8)
     assert longest > image_tokens

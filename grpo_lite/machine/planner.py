@@ -181,8 +181,11 @@ def _vision_tower(config) -> dict[str, Any]:
 
     with torch.device("meta"):
         model = AutoModelForImageTextToText.from_config(config)
+    # Qwen-VL merges patches into a token, Gemma 3 pools an image's into mm_tokens_per_image; Mllama's one image token
+    # stands for every patch of its tiles, which its cross-attention layers read
     merge = getattr(vision, "spatial_merge_size", None)
-    per_token = merge**2 if merge else (vision.image_size // vision.patch_size) ** 2 / config.mm_tokens_per_image
+    per_token = merge**2 if merge else (vision.image_size // vision.patch_size) ** 2 / getattr(
+        config, "mm_tokens_per_image", 1 / getattr(vision, "max_num_tiles", 1))
     return {"vision_params": sum(p.numel() for name, p in model.named_parameters() if _VISION_TOWER.search(name)),
             "vision_width": getattr(vision, "embed_dim", None) or vision.hidden_size,
             "vision_intermediate": getattr(vision, "intermediate_size", None) or int(vision.embed_dim * vision.mlp_ratio),

@@ -192,14 +192,44 @@ DIFFERENCES: dict[str, Difference] = {
         "trl", "1.1.0", "TRL does not check that the chat template can render a tool call (trl/chat_template_utils.py)",
         "trl.chat_template_utils.supports_tool_calling checks it, and GRPOTrainer refuses a template that cannot "
         "(trl/chat_template_utils.py, trl/trainer/grpo_trainer.py)"),
+    # what a model meets in TRL's scoring and transformers' generation (grpo_lite/model/fit.py), and in PEFT
+    "fused_lm_head": Difference(
+        "trl", "1.15.0",
+        "GRPOTrainer scores completions with the model's own forward and its logits; an MoE model computes its own "
+        "load-balancing loss (trl/trainer/grpo_trainer.py, _get_per_token_logps_and_entropies)",
+        "GRPOTrainer replaces the model's forward with a fused LM head (trl/trainer/utils.py, add_fused_lm_head): the "
+        "backbone is model.base_model (model.model for a vision-language model before transformers 5), its "
+        "last_hidden_state is projected through the output layer, and where the trainer asks for router logits the "
+        "load-balancing loss reads the expert count as config.num_experts from transformers 5 on"),
+    "fused_lm_head_reads": Difference(
+        "transformers", "5.0.0",
+        "TRL's fused LM head takes a vision-language model's backbone as model.model and the expert count as the model's "
+        "num_experts (trl/trainer/utils.py, add_fused_lm_head)",
+        "it takes the backbone as model.base_model and the expert count as config.num_experts (trl/trainer/utils.py, "
+        "add_fused_lm_head)"),
+    "mrope_decode_positions": Difference(
+        "transformers", "5.3.0",
+        "an M-RoPE model's get_rope_index gives each row's decoding offset over its padded length, so a left-padded row of "
+        "a batch decodes from positions its padding shifts (transformers/models/qwen2_5_vl/modeling_qwen2_5_vl.py, "
+        "qwen2_vl/modeling_qwen2_vl.py: 'mrope_position_deltas.append(... - len(total_input_ids[i]))')",
+        "the offset is over the row's own tokens (transformers/models/qwen2_5_vl/modeling_qwen2_5_vl.py, get_rope_index)"),
+    "rope_parameters": Difference(
+        "transformers", "5.0.0",
+        "a config's rotary settings are rope_theta and rope_scaling, which M-RoPE models index for mrope_section "
+        "(transformers/modeling_rope_utils.py, models/qwen2_5_vl/configuration_qwen2_5_vl.py)",
+        "they are rope_parameters, written in its place; a config's rope_scaling is still read into it "
+        "(transformers/modeling_rope_utils.py)"),
+    "peft_expert_targets": Difference(
+        "transformers", "5.0.0",
+        "PEFT attaches LoRA to the targets a LoraConfig names (peft/tuners/tuners_utils.py, BaseTuner.inject_adapter)",
+        "for the mixture-of-experts families transformers 5 re-laid out, PEFT first rewrites the targets as a transformers "
+        "4 adapter named them (peft/utils/transformers_weight_conversion.py, _convert_peft_config_moe): PEFT 0.21 moves "
+        "every gate_proj, up_proj and down_proj to the experts' parameters, dense and shared MLPs too, and doubles the "
+        "rank of gate_up_proj"),
     "data_parallel_refused": Difference(
         "trl", "1.15.0",
         "a process that sees several GPUs trains through the Trainer's nn.DataParallel (transformers/trainer.py)",
         "GRPOTrainer refuses args.n_gpu > 1: 'does not support nn.DataParallel' (trl/trainer/grpo_trainer.py)"),
-    "fused_lm_head": Difference(
-        "trl", "1.1.0", "GRPOTrainer computes per-token log-probabilities from the model's logits (trl/trainer/grpo_trainer.py)",
-        "through a fused LM head whose log-prob function is trl.trainer.utils._ChunkedLogProbFunction, Triton's kernel "
-        "where Triton imports (trl/trainer/utils.py, add_fused_lm_head)"),
     # past the lock: the newest releases
     "activation_checkpointing": Difference(
         "transformers", "5.23.0",
@@ -371,6 +401,26 @@ def portable_tokenizer_config(config: dict[str, Any]) -> dict[str, Any]:
     if config.get("tokenizer_class") == "TokenizersBackend":
         config["tokenizer_class"] = "PreTrainedTokenizerFast"
     config.setdefault("model_input_names", ["input_ids", "attention_mask"])
+    return config
+
+
+def portable_model_config(config: dict[str, Any]) -> dict[str, Any]:
+    """A model's ``config.json`` that both ends read alike (``rope_parameters``): each (sub-)config that keeps its rotary
+    settings in ``rope_parameters``, as transformers 5 writes them, keeps them where transformers 4 reads them too,
+    ``rope_theta`` and ``rope_scaling`` (an M-RoPE model's ``mrope_section`` is indexed there).
+
+    >>> text = portable_model_config({"text_config": {"rope_parameters": {"rope_theta": 1e6, "mrope_section": [2, 3, 3]}}})
+    >>> text["text_config"]["rope_theta"], text["text_config"]["rope_scaling"]
+    (1000000.0, {'mrope_section': [2, 3, 3]})
+    """
+    config = {key: portable_model_config(value) if isinstance(value, dict) and key.endswith("_config") else value
+              for key, value in config.items()}
+    rope = config.get("rope_parameters")
+    if isinstance(rope, dict):
+        if "rope_theta" in rope:
+            config.setdefault("rope_theta", rope["rope_theta"])
+        if "mrope_section" in rope:
+            config.setdefault("rope_scaling", {key: value for key, value in rope.items() if key != "rope_theta"})
     return config
 
 

@@ -18,6 +18,7 @@ import torch
 from ..data.prompts import is_processor
 from ..errors import UserError
 from ..log import logger
+from .lora import targets_as_named
 
 HOWS = ("adapter", "merged_16bit", "merged_4bit", "gguf")
 HOW_ALIASES = {"lora": "adapter"}  # Unsloth's save_method name for the adapter alone
@@ -83,7 +84,8 @@ def _merged_into_16bit_base(model, dtype: torch.dtype | None):
     with tempfile.TemporaryDirectory() as adapter_dir:
         model.save_pretrained(adapter_dir, selected_adapters=[model.active_adapter])
         base = AutoModelForCausalLM.from_pretrained(base_path, dtype=dtype)
-        return PeftModel.from_pretrained(base, adapter_dir).merge_and_unload()
+        with targets_as_named():  # the adapter as it was attached, its experts' targets not rewritten by PEFT
+            return PeftModel.from_pretrained(base, adapter_dir).merge_and_unload()
 
 
 def _how(how: str) -> str:

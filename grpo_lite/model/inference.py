@@ -38,6 +38,47 @@ def tool_call_parser(tokenizer):
     return add_response_schema(copy.copy(tokenizer))
 
 
+def tool_templates() -> dict[str, str]:
+    """The chat templates the installed TRL reads tool calls out of, by file in trl/chat_templates: those TRL's own
+    add_response_schema recognises, by their exact text (trl/chat_template_utils.py)."""
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    import trl
+    from trl.chat_template_utils import add_response_schema
+
+    known = {}
+    for file in sorted((Path(trl.__file__).parent / "chat_templates").glob("*.jinja")):
+        try:
+            add_response_schema(SimpleNamespace(chat_template=file.read_text()))
+        except ValueError:  # a training template, or one this transformers cannot parse replies of
+            continue
+        known[file.name] = file.read_text()
+    return known
+
+
+def tool_template_advice(tokenizer) -> str:
+    """What to give a tokenizer whose chat template TRL does not read tool calls out of, in words: the revision TRL knows
+    of the template this one is another revision of, and where to get it; else the templates TRL knows, none of which
+    is the tokenizer's own."""
+    import difflib
+
+    template = getattr(text_tokenizer(tokenizer), "chat_template", None) or ""
+    known = tool_templates()
+    similarity = {name: difflib.SequenceMatcher(None, template, text, autojunk=False).ratio() for name, text in known.items()}
+    closest = max(similarity, key=similarity.get, default=None)
+    version = stack.installed("trl")
+    if closest is not None and similarity[closest] >= 0.8:
+        return (f"TRL {version} recognises a chat template by its exact text (trl/chat_template_utils.py, "
+                f"add_response_schema), and this one is another revision of the template it knows as {closest}: give the "
+                "tokenizer that revision, which ships with TRL: tokenizer.chat_template = "
+                f"(pathlib.Path(trl.__file__).parent / 'chat_templates' / '{closest}').read_text()")
+    names = ", ".join(name.removesuffix(".jinja") for name in known)
+    return (f"TRL {version} reads tool calls out of these chat templates only, by their exact text "
+            f"(trl/chat_template_utils.py, add_response_schema): {names}. Give the tokenizer one of them (their files are in "
+            "trl/chat_templates), or set its response_schema (transformers' response parsing)")
+
+
 def prompt_texts(tokenizer, prompts_or_rows: Sequence[Any], chat_template_kwargs: dict[str, Any] | None) -> list[str]:
     """Chat message lists rendered as training renders them (grpo_lite.data.prompts), ready for the assistant's turn;
     strings stay as they are. A dataset row (a mapping with a ``prompt``) is rendered with its own values of the columns

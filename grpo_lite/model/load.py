@@ -24,7 +24,8 @@ from ..log import logger
 from ..machine.device import cuda_available, half_dtype, installed
 from ..machine.engine import generation_engine
 from ..run.settings import BACKEND_CHOICES, LORA_TARGET_MODULES, ConfigError, LoadSettings, model_problems
-from .lora import LANGUAGE_LAYERS, LayerChoice, adapted_layers, describe_lora, lora_targets
+from . import fit
+from .lora import LANGUAGE_LAYERS, LayerChoice, adapted_layers, describe_lora, lora_targets, targets_as_named
 from .unsloth_options import for_backend
 
 DEFAULT_VLLM_SHARE = 0.5  # Unsloth's default gpu_memory_utilization, for models the planner cannot read
@@ -263,7 +264,11 @@ def load_model(
     vision = is_vision_language(model_name)
     if vision:
         _check_torchvision(model_name)
+    findings = fit.judge_unloaded(model_name, vision=vision)  # what the installed TRL and transformers cannot train
+    fit.refuse(findings, "load_model")
     logger.info(f"backend={choice}" + ("; a vision-language model: it loads with its processor" if vision else ""))
+    for finding in findings:
+        logger.info(f"fitted to this stack: {finding}")
     alpha = lora_alpha if lora_alpha is not None else 2 * (lora_rank or 0)
     if choice.name == "unsloth":
         model, tokenizer = _load_unsloth(
@@ -274,6 +279,7 @@ def load_model(
         model, tokenizer = _load_transformers(model_name, choice, lora_rank, alpha, target_modules, seed, model_kwargs,
                                               lora_options, vision=vision, layers=choice_of_layers)
         model.max_seq_length = max_seq_length  # train() checks prompt + completion against it, as Unsloth's loader sets it
+    fit.fit_for_generation(model, findings)
     if chat_template is not None:
         tokenizer = _with_chat_template(tokenizer, chat_template)
     text = getattr(tokenizer, "tokenizer", tokenizer)  # a processor holds its tokenizer
@@ -366,22 +372,23 @@ def _load_unsloth(model_name, choice, max_seq_length, lora_rank, alpha, target_m
         targets = lora_targets(model, target_modules, options.get("layers_to_transform"), options.get("layers_pattern"),
                                layers)
         targets.check(options.get("lora_dropout", 0.0))
-        model = loader.get_peft_model(
-            model,
-            r=lora_rank,
-            lora_alpha=alpha,
-            target_modules=_unsloth_vision_targets(target_modules, targets.modules) if vision else targets.modules,
-            # Given None, both get_peft_model guess the experts from the names in target_modules (unsloth/models/_utils.py,
-            # get_moe_target_parameters; called from llama.py and vision.py, the path of gpt-oss); given a list, even an
-            # empty one, they take it (vision.py scopes it to the text model, _scope_parameter_targets_to_core): the
-            # same weights as PEFT's. None where the model keeps no experts as parameters: nothing to guess there
-            target_parameters=targets.parameters,
-            use_gradient_checkpointing="unsloth",
-            random_state=seed,
-            **options,  # each a named parameter of get_peft_model (unsloth/models/llama.py), with its default there
-            # Unsloth's own default for finetune_vision_layers is True: every flag is handed over, so both backends agree
-            **(layers.unsloth_options() if vision else {}),
-        )
+        with targets_as_named():
+            model = loader.get_peft_model(
+                model,
+                r=lora_rank,
+                lora_alpha=alpha,
+                target_modules=_unsloth_vision_targets(target_modules, targets.modules) if vision else targets.modules,
+                # Given None, both get_peft_model guess the experts from the names in target_modules (unsloth/models/_utils.py,
+                # get_moe_target_parameters; called from llama.py and vision.py, the path of gpt-oss); given a list, even an
+                # empty one, they take it (vision.py scopes it to the text model, _scope_parameter_targets_to_core): the
+                # same weights as PEFT's. None where the model keeps no experts as parameters: nothing to guess there
+                target_parameters=targets.parameters,
+                use_gradient_checkpointing="unsloth",
+                random_state=seed,
+                **options,  # each a named parameter of get_peft_model (unsloth/models/llama.py), with its default there
+                # Unsloth's own default for finetune_vision_layers is True: every flag is handed over, so both backends agree
+                **(layers.unsloth_options() if vision else {}),
+            )
     return model, tokenizer
 
 
@@ -437,7 +444,8 @@ def _load_transformers(model_name, choice, lora_rank, alpha, target_modules, see
                       task_type="CAUSAL_LM", **options)
     with torch.random.fork_rng(devices=[]):  # the seed decides the adapters' initial weights, as Unsloth's random_state does
         torch.manual_seed(seed)
-        return get_peft_model(model, lora), tokenizer
+        with targets_as_named():
+            return get_peft_model(model, lora), tokenizer
 
 
 def _keep_cpu_4bit_layout(model) -> None:

@@ -5,11 +5,15 @@ layers included), and experts' parameters: a mixture-of-experts layer that keeps
 ``nn.Parameter`` (gpt-oss's ``mlp.experts.gate_up_proj`` and ``down_proj``) has no linear layer to wrap, so PEFT adapts
 the parameter itself (``LoraConfig(target_parameters=...)``, peft/tuners/lora/layer.py: ``ParamWrapper``).
 
-The default, ``"all-linear"``, means every such weight but the output layer and the experts' router: the MLP of a
-model whose experts are parameters is adapted as any other MLP is. The router stays as loaded: Unsloth's gpt-oss
-notebook lists the attention and MLP projections only, and a router that moves sends tokens to experts trained for
-others. A list of names is matched against the model's own weights, as PEFT matches a name (the end of a weight's
-path; a name of a module holding weights, ``self_attn``, means them all). A name the model fuses or keeps in its
+The default, ``"all-linear"``, means every such weight of the language model but the output layer and what sits beside
+the experts to route tokens to them or gate what they return (a router: a score per expert, held as a linear layer, a
+weight, or a linear layer inside a gating module; a gate: one score, Qwen2-MoE's ``shared_expert_gate``): the experts,
+as modules or as parameters, the dense MLPs and the shared experts are adapted as any other MLP is, on every
+transformers release, however it lays them out. Routers and gates stay as loaded: Unsloth's gpt-oss notebook lists the
+attention and MLP projections only, and a router that moves sends tokens to experts trained for others.
+
+A list of names is matched against the model's own weights, as PEFT matches a name (the end of a weight's path; a name
+of a module holding weights, ``self_attn``, means them all). A name the model fuses or keeps in its
 experts is carried over and said: the list an Unsloth notebook gives for Llama means every attention and MLP
 projection, and Phi-3 holds them fused (``qkv_proj``, ``gate_up_proj``), gpt-oss in its experts' parameters. A name
 that matches nothing is said too. ``layers_to_transform`` holds for the experts' parameters as for the layers.
@@ -27,21 +31,30 @@ names: the language layers only by default, as Unsloth's vision GRPO notebooks a
 (``q_proj`` in Gemma 3's SigLIP and its language model) is handed on by a longer end that names the chosen tower's
 copies only.
 
+On transformers 5, PEFT rewrites a LoRA config's targets for the mixtures of experts transformers 5 re-laid out, as a
+transformers 4 adapter would have named them (``peft_expert_targets`` in grpo_lite/machine/stack.py): PEFT 0.21 moves every
+``gate_proj``, ``up_proj`` and ``down_proj`` to the experts' parameters, DeepSeek-V3's dense first MLP and its shared
+experts included, which then carry no LoRA where transformers 4 gives them some. The targets named here are this model's
+own, so PEFT attaches LoRA to them as named (:func:`targets_as_named`), and the log's count of blocks by kind
+(:func:`lora_blocks`) is the same on both ends.
+
 A model remembers the run that last trained it (:func:`note_trained`, :func:`trained_in`), so a second ``train()`` on
 the same model object says that it goes on from those weights.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 import weakref
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
 
 from ..log import logger
+from ..machine import stack
 from ..run.settings import ConfigError
 
 # A fused projection and the projections it holds, as Phi-3/3.5/4 fuse them (transformers' Phi3Attention, Phi3MLP) and
@@ -124,6 +137,15 @@ class _Survey:
     output: set[str]  # the output layer's path
 
 
+def _picks(module: torch.nn.Module, count: int) -> bool:
+    """Whether ``module``, beside ``count`` experts, is what routes tokens to them or gates what they return: a score for
+    each expert (a router: DeepSeek's and Qwen's ``gate``, Llama 4's ``router``) or one score (the shared expert's
+    gate, Qwen2-MoE's ``shared_expert_gate``)."""
+    if isinstance(module, torch.nn.Linear):
+        return module.out_features in (count, 1)
+    return any(p.dim() == 2 and p.shape[0] == count for p in module.parameters(recurse=False))
+
+
 def _own_path(name: str) -> str:
     return ".".join(part for part in name.split(".") if part not in PEFT_WRAPPED)
 
@@ -168,10 +190,13 @@ def _survey(model) -> _Survey:
     routers = {}
     for path, count in experts.items():
         for sibling in children[path.rpartition(".")[0]]:
-            module = modules[sibling]
-            picks = any(p.dim() == 2 and p.shape[0] == count for p in module.parameters(recurse=False))
-            if sibling != path and (picks or isinstance(module, torch.nn.Linear) and module.out_features == count):
-                routers[sibling] = _kind(sibling, False)
+            if sibling in experts:
+                continue
+            # the sibling and what it holds: Granite 4's router is a linear layer inside a gating module on transformers 4
+            # (GraniteMoeHybridTopKGating.layer), a weight of its own on 5 (GraniteMoeHybridTopKRouter)
+            for held in [sibling, *(p for p in modules if p.startswith(f"{sibling}."))]:
+                if _picks(modules[held], count):
+                    routers[held] = _kind(held, False)
     output_layer = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
     output = {_own_path(name) for name, module in model.named_modules() if output_layer is not None and module is output_layer}
     return _Survey(modules, weights, parameters, embeddings, routers, output)
@@ -333,16 +358,45 @@ def _with_kind(kind: str, name: str) -> str:
     return name if name.startswith(f"{kind}.") else f"{kind} {name}"  # "experts.down_proj", not "experts experts.down_proj"
 
 
+def _block(path: str, survey: _Survey) -> str:
+    """The block a weight belongs to: the module holding it (``layers.0.self_attn``, ``layers.1.mlp.shared_experts``), or,
+    for an expert's weight, the mixture of experts around them (``layers.1.mlp``), whether the experts are modules
+    (``experts.0.gate_proj``), parameters of one module (``experts.gate_up_proj``) or parameters of one module each
+    (Granite 4's ``input_linear.weight`` on transformers 4)."""
+    parts = path.split(".")
+    if survey.weights[path] == "experts":
+        if "experts" in parts:
+            return ".".join(parts[:parts.index("experts")])
+        return path.rpartition(".")[0].rpartition(".")[0]
+    return path.rpartition(".")[0]
+
+
+def _blocks(survey: _Survey, adapted: Sequence[str]) -> dict[str, int]:
+    blocks = defaultdict(set)
+    for path in adapted:
+        blocks[survey.weights[path]].add(_block(path, survey))
+    return {kind: len(blocks[kind]) for kind in KINDS if blocks[kind]}
+
+
+def lora_blocks(model) -> dict[str, int]:
+    """How many blocks of each kind (attention, MLP, experts, vision, other) carry LoRA: the same for a model on every
+    transformers release, however each release lays out its experts."""
+    survey = _survey(model)
+    return _blocks(survey, _adapted_paths(model, survey))
+
+
 def describe_lora(model) -> str:
-    """Which weights carry LoRA and which do not, by kind (attention, MLP, experts, vision, other), each left out with
-    why, in one line."""
+    """Which weights carry LoRA and which do not, by kind (attention, MLP, experts, vision, other) with the blocks of
+    each kind they sit in (:func:`lora_blocks`), each left out with why, in one line."""
     survey = _survey(model)
     shared = _shared_names(survey)
     adapted = _adapted_paths(model, survey)
     by_kind = defaultdict(list)
     for path in adapted:
         by_kind[survey.weights[path]].append(shared[path])
-    on = [f"{kind} ({', '.join(dict.fromkeys(by_kind[kind]))})" for kind in KINDS if by_kind[kind]]
+    blocks = _blocks(survey, adapted)
+    on = [f"{kind} ({', '.join(dict.fromkeys(by_kind[kind]))}) in {blocks[kind]} block{'s' if blocks[kind] > 1 else ''}"
+          for kind in KINDS if by_kind[kind]]
     copies = Counter(shared.values())
     left_out = Counter(shared[path] for path in shared if path not in adapted)
     vision_adapted = any(survey.weights[path] == "vision" for path in adapted)
@@ -366,6 +420,25 @@ def describe_lora(model) -> str:
         else:
             reasons[name] = f"{_with_kind(survey.weights[path], name)} (not in target_modules)"
     return f"LoRA on {', '.join(on)}" + (f"; left out: {', '.join(reasons.values())}" if reasons else "")
+
+
+@contextlib.contextmanager
+def targets_as_named() -> Iterator[None]:
+    """While PEFT attaches or loads LoRA inside the block, it takes a config's targets as they are named, where transformers
+    5 would have PEFT rewrite them for the mixtures of experts it re-laid out (``peft_expert_targets``;
+    peft/tuners/tuners_utils.py, BaseTuner.inject_adapter, calls peft/utils/transformers_weight_conversion.py,
+    convert_peft_config_for_transformers): grpo-lite names this model's own weights, and saves an adapter so."""
+    if not stack.newer("peft_expert_targets"):
+        yield
+        return
+    from peft.utils import transformers_weight_conversion as conversion
+
+    convert = conversion.convert_peft_config_for_transformers
+    conversion.convert_peft_config_for_transformers = lambda peft_config, model, conversions: None
+    try:
+        yield
+    finally:
+        conversion.convert_peft_config_for_transformers = convert
 
 
 def note_trained(*models, run: str) -> None:

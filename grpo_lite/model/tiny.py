@@ -4,13 +4,14 @@ Tests, notebooks in smoke mode and the demo cannot download weights, so they bui
 random weights, a byte-level tokenizer and a chat template, saved to a folder that
 ``transformers.AutoModelForCausalLM.from_pretrained`` and ``grpo_lite.load_model`` both load. The same seed
 gives the same files. By default a Qwen2 with a ChatML template; ``family=`` builds the families users load
-(:data:`FAMILIES`: Llama 3.2, Qwen3, Gemma 2, 3 and 3n, Mistral, Phi-3, SmolLM2 and 3, gpt-oss) with transformers'
-own classes, their layer layout (Phi-3's fused projections, Gemma's soft-capping and norms, Gemma 3n's layers held in
-lists, gpt-oss's experts kept as parameters) and the special tokens their chat templates write, to carry the
+(:data:`FAMILIES`: Llama 3.2, Qwen3, Gemma 2, 3 and 3n, Mistral, Phi-3, SmolLM2 and 3, gpt-oss, and the mixtures of
+experts Qwen3-MoE, DeepSeek-V3, Llama 4, Mixtral and Granite 4) with transformers' own classes, their layer layout (Phi-3's
+fused projections, Gemma's soft-capping and norms, Gemma 3n's layers held in lists, gpt-oss's experts kept as parameters,
+DeepSeek-V3's shared expert, Granite 4's Mamba layers) and the special tokens their chat templates write, to carry the
 family's real ``chat_template``.
 
 Vision-language families (:data:`FAMILIES` entries with a :class:`Vision`: Qwen2.5-VL, Qwen2-VL, Gemma 3 with its
-vision tower) are built the same way, as the image-text-to-text model transformers loads with
+vision tower, Llama 3.2 Vision) are built the same way, as the image-text-to-text model transformers loads with
 ``AutoModelForImageTextToText``, plus the files ``AutoProcessor`` reads: the image processor's settings, the processor's
 own and the tokenizer with the family's image tokens. Reading the processor back needs torchvision (docs/stacks.md).
 
@@ -93,20 +94,30 @@ QWEN_VL_IMAGES = {"image_processor_type": "Qwen2VLImageProcessor", "patch_size":
 # The text model's rotary embedding split over time, height and width (M-RoPE): halves of a 16-wide head
 QWEN_VL_ROPE = {"rope_scaling": {"type": "mrope", "mrope_section": [2, 3, 3]}}
 GEMMA_3_IMAGE_TOKENS = {"boi_token": "<start_of_image>", "eoi_token": "<end_of_image>", "image_token": "<image_soft_token>"}
+LLAMA_3_TOKENS = ("<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>",
+                  "<|finetune_right_pad_id|>")
+MISTRAL_TOKENS = ("<unk>", "<s>", "</s>")
+# The experts' sizes of the mixture-of-experts families: 4 experts, 2 to a token, each of width 32; the number of experts
+# is none of the other layers' widths, so a router is known by its output
+EXPERTS = {"num_experts_per_tok": 2, "moe_intermediate_size": 32}
+# Granite 4's hybrid stack (ibm-granite/granite-4.0-h-*): a Mamba-2 layer, then an attention layer, each with the shared
+# MLP beside the experts
+GRANITE_4_LAYERS = {"layer_types": ["mamba", "attention"], "num_local_experts": 4, "num_experts_per_tok": 2,
+                    "shared_intermediate_size": 128, "mamba_n_heads": 4, "mamba_d_head": 32, "mamba_n_groups": 1,
+                    "mamba_d_state": 16, "mamba_expand": 2, "mamba_chunk_size": 16, "position_embedding_type": "rope"}
 
 FAMILIES = {
     "qwen2": Family("Qwen2Config", "Qwen2ForCausalLM", tuple(SPECIAL_TOKENS), eos="<|im_end|>", pad="<|endoftext|>"),
     "qwen3": Family("Qwen3Config", "Qwen3ForCausalLM", (*SPECIAL_TOKENS, "<think>", "</think>"), eos="<|im_end|>",
                     pad="<|endoftext|>"),
-    "llama-3.2": Family("LlamaConfig", "LlamaForCausalLM", ("<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>",
-                        "<|end_header_id|>", "<|eot_id|>", "<|finetune_right_pad_id|>"), eos="<|eot_id|>",
-                        pad="<|finetune_right_pad_id|>", bos="<|begin_of_text|>"),
+    "llama-3.2": Family("LlamaConfig", "LlamaForCausalLM", LLAMA_3_TOKENS, eos="<|eot_id|>", pad="<|finetune_right_pad_id|>",
+                        bos="<|begin_of_text|>"),
     "smollm2": Family("LlamaConfig", "LlamaForCausalLM", tuple(SPECIAL_TOKENS), eos="<|im_end|>", pad="<|im_end|>"),
     "gemma-2": Family("Gemma2Config", "Gemma2ForCausalLM", GEMMA_TOKENS, eos="<end_of_turn>", pad="<pad>", bos="<bos>",
                       options={"query_pre_attn_scalar": 16, "sliding_window": 64}),
     "gemma-3": Family("Gemma3TextConfig", "Gemma3ForCausalLM", GEMMA_TOKENS, eos="<end_of_turn>", pad="<pad>", bos="<bos>",
                       options={"query_pre_attn_scalar": 16, "sliding_window": 64}),
-    "mistral": Family("MistralConfig", "MistralForCausalLM", ("<unk>", "<s>", "</s>"), eos="</s>", bos="<s>", tied=False),
+    "mistral": Family("MistralConfig", "MistralForCausalLM", MISTRAL_TOKENS, eos="</s>", bos="<s>", tied=False),
     "gemma-3n": Family("Gemma3nTextConfig", "Gemma3nForCausalLM", GEMMA_TOKENS, eos="<end_of_turn>", pad="<pad>", bos="<bos>",
                        options={"sliding_window": 64, "hidden_size_per_layer_input": 8, "laurel_rank": 4,
                                 "altup_num_inputs": 2, "num_kv_shared_layers": 0}),
@@ -118,6 +129,29 @@ FAMILIES = {
                     "<|end|>", "<|user|>"), eos="<|end|>", pad="<|endoftext|>", bos="<s>", tied=False),
     "smollm3": Family("SmolLM3Config", "SmolLM3ForCausalLM", (*SPECIAL_TOKENS, "<think>", "</think>"), eos="<|im_end|>",
                       pad="<|im_end|>"),
+    # Mixtures of experts, each in its family's layout: Qwen3-MoE's experts in every layer; DeepSeek-V3's dense first
+    # layer, then routed experts beside a shared one, attention through low-rank projections (MLA); Llama 4's experts
+    # in every second layer beside a shared expert; Mixtral's in every layer; Granite 4's hybrid (above)
+    "qwen3-moe": Family("Qwen3MoeConfig", "Qwen3MoeForCausalLM", (*SPECIAL_TOKENS, "<think>", "</think>"), eos="<|im_end|>",
+                        pad="<|endoftext|>", options={**EXPERTS, "num_experts": 4}),
+    "deepseek-v3": Family("DeepseekV3Config", "DeepseekV3ForCausalLM",
+                          ("<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>",
+                           "<｜User｜>", "<｜Assistant｜>", "<think>", "</think>"),
+                          eos="<｜end▁of▁sentence｜>", bos="<｜begin▁of▁sentence｜>", tied=False,
+                          options={**EXPERTS, "n_routed_experts": 4, "n_shared_experts": 1, "first_k_dense_replace": 1,
+                                   "n_group": 2, "topk_group": 1, "kv_lora_rank": 16, "q_lora_rank": 32,
+                                   "qk_nope_head_dim": 8, "qk_rope_head_dim": 8, "head_dim": 8, "v_head_dim": 16}),
+    "llama-4": Family("Llama4TextConfig", "Llama4ForCausalLM",
+                      ("<|begin_of_text|>", "<|end_of_text|>", "<|header_start|>", "<|header_end|>", "<|eot|>",
+                       "<|finetune_right_pad|>"), eos="<|eot|>", pad="<|finetune_right_pad|>", bos="<|begin_of_text|>",
+                      tied=False, options={"num_local_experts": 4, "num_experts_per_tok": 1, "intermediate_size_mlp": 128,
+                                           "interleave_moe_layer_step": 2, "no_rope_layers": [1, 1],
+                                           "attention_chunk_size": 64}),
+    "mixtral": Family("MixtralConfig", "MixtralForCausalLM", MISTRAL_TOKENS, eos="</s>", bos="<s>", tied=False,
+                      options={"num_local_experts": 4, "num_experts_per_tok": 2}),
+    "granite-4": Family("GraniteMoeHybridConfig", "GraniteMoeHybridForCausalLM",
+                        ("<|end_of_text|>", "<|start_of_role|>", "<|end_of_role|>", "<|pad|>", "<tool_call>", "</tool_call>"),
+                        eos="<|end_of_text|>", pad="<|pad|>", options=GRANITE_4_LAYERS),
     # Vision-language models: a tiny vision tower (2 blocks, width 32) in the family's layout, images of 56 pixels a side
     "qwen2.5-vl": Family("Qwen2_5_VLConfig", "Qwen2_5_VLForConditionalGeneration", QWEN_VL_TOKENS, eos="<|im_end|>",
                          pad="<|endoftext|>", options=QWEN_VL_ROPE, vision=Vision(
@@ -147,6 +181,21 @@ FAMILIES = {
                                  {"processor_class": "Gemma3Processor", "image_seq_length": 4},
                                  options={"mm_tokens_per_image": 4}, named_tokens=GEMMA_3_IMAGE_TOKENS,
                                  image_marker="<start_of_image>")),
+    # Llama 3.2 Vision (Mllama): a tiled vision encoder (one 56-pixel tile here; four of 560 in
+    # meta-llama/Llama-3.2-11B-Vision-Instruct) whose output the text model reads through cross-attention layers (here its
+    # second); the prompt holds one <|image|> token per image, and the processor's cross_attention_mask says which text
+    # tokens see which image's tiles
+    "mllama": Family("MllamaConfig", "MllamaForConditionalGeneration", (*LLAMA_3_TOKENS, "<|image|>"), eos="<|eot_id|>",
+                     pad="<|finetune_right_pad_id|>", bos="<|begin_of_text|>", tied=False,
+                     options={"cross_attention_layers": [1], "rope_scaling": {"rope_type": "default"}}, vision=Vision(
+                         {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_global_layers": 1,
+                          "num_attention_heads": 2, "image_size": 56, "patch_size": 14, "max_num_tiles": 1,
+                          "intermediate_layers_indices": [0], "vision_output_dim": 64, "supported_aspect_ratios": [[1, 1]]},
+                         {"image_token_index": "<|image|>"},
+                         {"image_processor_type": "MllamaImageProcessor", "size": {"height": 56, "width": 56},
+                          "max_image_tiles": 1, "image_mean": [0.48145466, 0.4578275, 0.40821073],
+                          "image_std": [0.26862954, 0.26130258, 0.27577711]},
+                         {"processor_class": "MllamaProcessor"}, image_marker="<|image|>")),
 }
 
 
@@ -199,9 +248,20 @@ def save_tokenizer(tokenizer, folder: str | Path) -> None:
     from ..machine import stack
 
     tokenizer.save_pretrained(folder)
-    config_file = Path(folder) / "tokenizer_config.json"
-    config = stack.portable_tokenizer_config(json.loads(config_file.read_text()))
-    config_file.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n")
+    _rewrite(Path(folder) / "tokenizer_config.json", stack.portable_tokenizer_config)
+
+
+def save_model(model, folder: str | Path) -> None:
+    """``model.save_pretrained(folder)``, its ``config.json`` in the form transformers 4 and 5 both read
+    (:func:`grpo_lite.machine.stack.portable_model_config`)."""
+    from ..machine import stack
+
+    model.save_pretrained(folder)
+    _rewrite(Path(folder) / "config.json", stack.portable_model_config)
+
+
+def _rewrite(config_file: Path, portable) -> None:
+    config_file.write_text(json.dumps(portable(json.loads(config_file.read_text())), indent=2, ensure_ascii=False) + "\n")
 
 
 def _words():
@@ -293,8 +353,8 @@ def build_tiny_model(
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
-        **kind.options,
     )
+    text.update(kind.options)  # the family's own settings win: DeepSeek-V3's rotary head width is not hidden / heads
     if kind.vision is None:
         config = getattr(transformers, kind.config)(**text)
     else:
@@ -320,7 +380,7 @@ def build_tiny_model(
     # (a second rank of a multi-process run) sees each file either complete or not yet there, never half written.
     scratch = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}-"))
     try:
-        model.save_pretrained(scratch)
+        save_model(model, scratch)
         save_tokenizer(tokenizer, scratch)
         if kind.vision is not None:
             save_processor(kind.vision, tokenizer.chat_template, scratch)

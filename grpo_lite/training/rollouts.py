@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..machine import stack
-from ..model.inference import tool_call_parser
+from ..model.inference import tool_call_parser, tool_template_advice
 from ..run.rollout_checks import environment_tools, rollout_problems
 from ..run.settings import ROLLOUT_OPTIONS, ConfigError, refuse_lacking_options
 
@@ -79,11 +79,9 @@ def _check_template(tokenizer) -> None:
     if not supports_tool_calling(tokenizer):
         raise ConfigError("the tokenizer's chat template cannot render a tool call and its result (TRL's "
                           "supports_tool_calling: user -> assistant with tool_calls -> tool), so the model would never see "
-                          "its tools or what they return: give the tokenizer the chat template of a model made for tool "
-                          "calls (Qwen2.5, Qwen3, Llama 3.1 or 3.2 Instruct, ...), tokenizer.chat_template = ...")
+                          f"its tools or what they return. {tool_template_advice(tokenizer)}")
     try:
         tool_call_parser(tokenizer)
-    except ValueError as unknown:
-        raise ConfigError(f"TRL cannot read a tool call out of this chat template's replies ({unknown}): set the "
-                          "tokenizer's response_template (transformers' response parsing), or use a chat template TRL "
-                          "knows (trl/chat_templates: Qwen2.5, Qwen3, Llama 3.1 and 3.2, gpt-oss, ...)") from None
+    except ValueError:
+        raise ConfigError(f"TRL cannot read a tool call out of this chat template's replies. {tool_template_advice(tokenizer)}"
+                          ) from None

@@ -46,8 +46,9 @@ from ..guards.faults import faults_reported
 from ..guards.nan import NaNStop
 from ..guards.user_code import FailureStop, GuardedReward, guard, guard_environment_rewards, guard_rollouts, time_limits, unlimited
 from ..log import is_main_process, logger
+from ..model import fit
 from ..model.load import loaded_as
-from ..model.lora import note_trained, trained_in
+from ..model.lora import note_trained, targets_as_named, trained_in
 from ..monitor.dashboard import LiveDashboard
 from ..monitor.invariants import InvariantChecks
 from ..monitor.metrics import MetricsLog, read_metrics
@@ -349,6 +350,9 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
     funcs, set_weights = settings.reward_functions()
     rollouts = rollout_options(tokenizer, dataset, **settings.rollouts(), scored_by_environments=not funcs)
     _check_trainable(model)
+    findings = fit.judge_loaded(model, tokenizer)  # what the installed TRL and transformers cannot train as it is
+    fit.refuse(findings, "train")
+    fit.fit_for_generation(model, findings)
     if images := image_column(dataset.column_names):
         check_processor_for_images(tokenizer, f"the rows have images (column {images!r})")
     if settings.output_dir is None:
@@ -445,15 +449,20 @@ def train_run(model, tokenizer, dataset, settings: RunSettings, *, callbacks: Se
         switch,  # last: it acts on stop requests made by the callbacks before it at the same step
     ]
     # a copy: TRL appends an environment's get_reward to the list it is given, guarded then and watched
-    trainer = grpo_trainer(model, tokenizer, dataset, list(guarded), config, watchers, reward_timeout=settings.reward_timeout,
-                           **played)
+    for finding in findings:
+        if finding.during == "training":
+            logger.info(f"fitted to this stack: {finding}")
+    with targets_as_named():  # TRL 1.x copies the adapter as "ref", and a resumed run loads it: as it was named
+        trainer = grpo_trainer(model, tokenizer, dataset, list(guarded), config, watchers,
+                               reward_timeout=settings.reward_timeout, **played)
     environment_rewards = trainer.reward_funcs[len(guarded):]
     guarded += environment_rewards
     watched += environment_rewards
     if ported.cut_prompts_to:
         cut_prompts_on_the_left(trainer, ported.cut_prompts_to)
     with (faults_reported(trainer), generate_with_tokenizer(trainer.model, tokenizer, config),
-          render_with_template_kwargs(trainer, tokenizer, template), image_rewards_as_text(trainer)):
+          render_with_template_kwargs(trainer, tokenizer, template), image_rewards_as_text(trainer),
+          fit.fitted(trainer, findings), targets_as_named()):
         try:
             if checkpoint is not None:
                 _restore_trained_adapter(trainer.model, checkpoint)

@@ -1,8 +1,8 @@
 """Make TRL 1.15's GRPOTrainer run where Triton cannot (a CPU), and Unsloth's trainer run any model.
 
-TRL 1.1 to 1.15 (1.15 is the newest release Unsloth 2026.10.9 accepts) compute per-token log-probabilities with a
-Triton kernel, chosen by whether Triton imports, not by where the tensors are (trl/trainer/utils.py,
-add_fused_lm_head: ``_ChunkedLogProbFunction``). Without Triton (torch's CPU wheel) it calls ``None.apply`` on the
+TRL 1.15 (the newest release Unsloth 2026.10.9 accepts) computes per-token log-probabilities with a Triton kernel,
+chosen by whether Triton imports, not by where the tensors are (trl/trainer/utils.py, add_fused_lm_head:
+``_ChunkedLogProbFunction``; ``fused_lm_head`` in grpo_lite/machine/stack.py). Without Triton (torch's CPU wheel) it calls ``None.apply`` on the
 first training step; with it (torch's CUDA build, what pip installs on Linux) on a machine without a GPU, the kernel is
 launched on CPU tensors and fails ("0 active drivers"). :func:`enable_cpu_logprobs` gives tensors on a CPU the
 equivalent plain-PyTorch function and leaves those on a GPU to TRL's kernel, on the devices TRL's own kernel check
