@@ -328,6 +328,9 @@ UPSTREAM_NAMES = (
     Upstream("trl", _GRPO_TRAINER, "GRPOTrainer._tokenize_prompts", ("prompts",), on=("max_prompt_length",)),
     Upstream("trl", _GRPO_TRAINER, "GRPOTrainer._generate", ("prompts",), on=("generation_helpers",)),
     Upstream("trl", _GRPO_TRAINER, "GRPOTrainer._logs"),
+    # the processor outputs a model's forward takes, carried to TRL's scoring (grpo_lite/model/fit.py)
+    Upstream("trl", _GRPO_TRAINER, "GRPOTrainer._get_per_token_logps_and_entropies", ("model", "input_ids", "logits_to_keep")),
+    Upstream("trl", _GRPO_TRAINER, "GRPOTrainer._compute_loss", ("model", "inputs")),
     Upstream("trl", "trl/trainer/utils.py", "_ChunkedLogProbFunction", on=("fused_lm_head", "not cpu_logprobs")),
     # benchmarks/plan_vs_allocated.py measures TRL's GPU path on a CPU: the completions' positions only
     Upstream("trl", "trl/trainer/utils.py", "_use_triton", on=("cpu_logprobs",)),
