@@ -123,3 +123,8 @@ def test_reward_timeout_in_the_recipe_and_on_the_command_line(tmp_path):
     assert "reward_timeout" not in vars(build_parser().parse_args(["train", "r.yaml"]))  # the recipe's value stays
     with pytest.raises(SystemExit):
         build_parser().parse_args(["train", "r.yaml", "--reward-timeout", "0"])
+    # the other kinds of user code's time limits, as the run YAML's settings
+    given = build_parser().parse_args(["train", "r.yaml", "--tool-timeout", "5", "--rollout-timeout", "none"])
+    assert (given.tool_timeout, given.rollout_timeout) == (5.0, None)
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["train", "r.yaml", "--tool-timeout", "-1"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -22,11 +23,13 @@ def _demo(args) -> int:
 
 
 def _train(args) -> int:
+    from ..run.settings import TIME_LIMIT_SETTINGS
     from .recipe import apply_settings, read_recipe, run_recipe
 
     settings = apply_settings(read_recipe(args.config), args.set)
-    if "reward_timeout" in vars(args):
-        settings.reward_timeout = args.reward_timeout
+    for setting in TIME_LIMIT_SETTINGS:
+        if setting in vars(args):
+            setattr(settings, setting, vars(args)[setting])
     # train() draws the live dashboard: rich in a terminal, log lines when the output is piped
     result = run_recipe(settings, output_dir=args.output_dir, resume=args.resume)
     accelerator = result.trainer.accelerator
@@ -93,15 +96,19 @@ def _plan(args) -> int:
     return 0 if result.fits else 1
 
 
-def _seconds_or_none(value: str) -> float | None:
-    from ..run.settings import ConfigError, check_reward_timeout
+def _seconds_or_none(setting: str):
+    """The reader of a time-limit flag's value, checked as the run YAML's ``setting`` is."""
+    from ..run.settings import ConfigError, check_time_limit
 
-    try:
-        seconds = None if value.lower() == "none" else float(value)
-        check_reward_timeout(seconds)
-    except (ValueError, ConfigError):
-        raise argparse.ArgumentTypeError(f"{value!r}: give a positive number of seconds, or 'none' for no limit") from None
-    return seconds
+    def read(value: str) -> float | None:
+        try:
+            seconds = None if value.lower() == "none" else float(value)
+            check_time_limit(setting, seconds)
+        except (ValueError, ConfigError):
+            raise argparse.ArgumentTypeError(f"{value!r}: give a positive number of seconds, or 'none' for no limit") from None
+        return seconds
+
+    return read
 
 
 class _Parser(argparse.ArgumentParser):
@@ -133,7 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(handler=_demo)
 
     from ..run.presets import TRAINING_PRESETS
-    from ..run.settings import field_help
+    from ..run.settings import TIME_LIMIT_SETTINGS, RunSettings, field_help
 
     run = commands.add_parser("train", help="train from a run YAML (model, dataset, rewards, preset, overrides)",
                               epilog=field_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -145,8 +152,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"change a setting (preset={next(iter(TRAINING_PRESETS))}, load.lora_rank=32, heldout.n=50, "
                      "dataset.path=x.jsonl) or a GRPOConfig field "
                      "(max_steps=50)")
-    run.add_argument("--reward-timeout", type=_seconds_or_none, default=argparse.SUPPRESS, metavar="SECONDS",
-                     help="seconds one reward call may take before its batch scores None (default 600; 'none': no limit)")
+    settings = {f.name: f for f in dataclasses.fields(RunSettings)}
+    for setting in TIME_LIMIT_SETTINGS:  # the run YAML's setting, which the flag replaces
+        run.add_argument(f"--{setting.replace('_', '-')}", type=_seconds_or_none(setting), default=argparse.SUPPRESS,
+                         metavar="SECONDS", help=f"the run YAML's {setting}: {settings[setting].metadata['help']} (default "
+                                                 f"{settings[setting].default:g}; on the command line 'none' for null)")
     run.set_defaults(handler=_train)
 
     kit = commands.add_parser("launch-kit", help="write the recipe, accelerate configs and launch commands for more GPUs")

@@ -704,9 +704,13 @@ def grpo_config_fields() -> set[str]:
     return {f.name for f in dataclasses.fields(GRPOConfig) if f.init}
 
 
-def check_reward_timeout(timeout: Any) -> None:
-    """``reward_timeout`` alone, as a command-line flag gives it: a positive number of seconds, or None."""
-    found = problems(declared(RunSettings)["reward_timeout"], timeout, "reward_timeout")
+# The settings a run's command line also takes as flags (--reward-timeout, ...): the time limits of user code
+TIME_LIMIT_SETTINGS = ("reward_timeout", "tool_timeout", "rollout_timeout")
+
+
+def check_time_limit(setting: str, timeout: Any) -> None:
+    """One of :data:`TIME_LIMIT_SETTINGS` alone, as a command-line flag gives it: a positive number of seconds, or None."""
+    found = problems(declared(RunSettings)[setting], timeout, setting)
     if found:
         raise ConfigError(found[0])
 
