@@ -226,6 +226,12 @@ DIFFERENCES: dict[str, Difference] = {
         "4 adapter named them (peft/utils/transformers_weight_conversion.py, _convert_peft_config_moe): PEFT 0.21 moves "
         "every gate_proj, up_proj and down_proj to the experts' parameters, dense and shared MLPs too, and doubles the "
         "rank of gate_up_proj"),
+    "peft_dense_targets_kept": Difference(
+        "peft", "0.22.0",
+        "that rewrite moves a dense or shared MLP's gate_proj, up_proj and down_proj to the experts too "
+        "(peft/utils/transformers_weight_conversion.py, _convert_peft_config_moe)",
+        "it keeps a target whose every match is an nn.Linear, and targets the experts' parameter of that name beside it "
+        "(peft/utils/transformers_weight_conversion.py, _convert_peft_config_moe: PEFT #3711, #3945)"),
     "data_parallel_refused": Difference(
         "trl", "1.15.0",
         "a process that sees several GPUs trains through the Trainer's nn.DataParallel (transformers/trainer.py)",
@@ -283,7 +289,7 @@ RENAMED_FIELDS = {"gradient_checkpointing": "activation_checkpointing",
 
 @functools.cache
 def installed(package: str):
-    """The installed release of ``package`` (``"transformers"`` or ``"trl"``) as a ``packaging`` Version."""
+    """The installed release of ``package`` (``"transformers"``, ``"trl"``, ``"peft"``) as a ``packaging`` Version."""
     from importlib.metadata import version
 
     from packaging.version import Version
