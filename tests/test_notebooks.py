@@ -19,7 +19,7 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 IDS = [path.name for path in NOTEBOOKS]
 VISION_NOTEBOOK = "07_vision_grpo.ipynb"
 # The vision notebook's processor needs torchvision, which imports only beside torch's CUDA build: .ci/run runs it in
-# .venv-vision with the tests marked cuda_build (docs/stacks.md, "torchvision")
+# .venv-newest with the tests marked cuda_build (docs/stacks.md, "torchvision")
 NEEDS_TORCHVISION = [pytest.mark.cuda_build, pytest.mark.skipif(not has_torchvision(), reason="the vision notebook's "
                                                                  "processor needs torchvision (docs/stacks.md, 'torchvision')")]
 # The games-and-tools notebook trains with tools and an environment, which only the latest stack's TRL runs. The vision
