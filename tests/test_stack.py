@@ -176,7 +176,7 @@ def test_docs_stacks_names_every_difference_with_its_release():
     page = (Path(__file__).resolve().parents[1] / "docs" / "stacks.md").read_text()
     rows = [line for line in page.splitlines() if line.startswith("| `")]
     for name, difference in stack.DIFFERENCES.items():
-        release = f"{'TRL' if difference.package == 'trl' else difference.package} {difference.since}"
+        release = f"{stack._label(difference.package)} {difference.since}"  # as the refusals name it
         assert any(f"`{name}`" in row.split(" | ")[0] and f"| {release} |" in row for row in rows), name
 
 
